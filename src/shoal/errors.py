@@ -1,0 +1,18 @@
+"""The one exception family a user can cause.
+
+Every mistake a user can make (a bad flag, an impossible size, a malformed file or message)
+raises a :class:`ShoalError` subclass whose message says what to change. The CLI prints the
+message as one line on stderr and exits with code 2; library callers catch ``ShoalError``.
+"""
+
+
+class ShoalError(Exception):
+    """Base class of the errors a user can cause and fix."""
+
+
+class UsageError(ShoalError):
+    """An argument or option that cannot be used as given (bad value, unit or range)."""
+
+
+class WireError(ShoalError):
+    """A message off the wire that does not follow the expected format."""
