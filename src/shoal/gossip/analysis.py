@@ -37,6 +37,19 @@ def check_sizes(nodes: int, window: int) -> None:
                          f"size (got {window}): lower --window")
 
 
+def window_entries(nodes: int, window: float | int) -> int:
+    """Window size in entries: an int is taken as is, a float in (0, 1] as a fraction of N
+    (rounded, at least 1). Raises :class:`UsageError` for an impossible size."""
+    if isinstance(window, float):
+        if not 0.0 < window <= 1.0:
+            raise UsageError(f"a window fraction must lie in (0%, 100%] (got {window:.4g})")
+        w = max(1, round(window * nodes))
+    else:
+        w = int(window)
+    check_sizes(nodes, w)
+    return w
+
+
 def refresh_probability(nodes: int, window: int) -> float:
     """Probability ``1 - (1 - 1/(N-1))**W`` that a node receives a given record in one unit."""
     check_sizes(nodes, window)

@@ -21,7 +21,7 @@ import numpy as np
 
 from shoal.errors import UsageError
 from shoal.gossip import simkernel
-from shoal.gossip.analysis import check_sizes, expected_age
+from shoal.gossip.analysis import expected_age, window_entries
 
 BIN_WIDTH = 1.0 / 64  # age histogram resolution, units of time
 MAX_BINS = 1 << 16
@@ -68,19 +68,6 @@ class SimResult:
             out["mean_age_s"] = self.mean_age * interval
             out["expected_age_s"] = self.expected * interval
         return out
-
-
-def window_entries(nodes: int, window: float | int) -> int:
-    """Window size in entries: an int is taken as is, a float in (0, 1] as a fraction of N
-    (rounded, at least 1). Raises :class:`UsageError` for an impossible size."""
-    if isinstance(window, float):
-        if not 0.0 < window <= 1.0:
-            raise UsageError(f"a window fraction must lie in (0%, 100%] (got {window:.4g})")
-        w = max(1, round(window * nodes))
-    else:
-        w = int(window)
-    check_sizes(nodes, w)
-    return w
 
 
 def simulate(nodes: int, window: float | int = 0.2, units: int = 200, warmup: int | None = None,

@@ -1,0 +1,29 @@
+# make demo: create .venv, install shoal with its embedded MPI (mpich wheel), run the main job.
+# make test: the whole test suite.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/shoal demo
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check src tests benchmarks examples
+
+bench: $(VENV)/.installed
+	$(PY) benchmarks/gossip_merge.py
+	$(PY) benchmarks/gossip_sim.py
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

@@ -1,0 +1,5 @@
+"""``python -m shoal`` is the ``shoal`` command."""
+
+from shoal.cli.main import main
+
+main()

@@ -1,0 +1,201 @@
+"""``shoal gossip``: simulate the windowed gossip algorithm and run it as an MPI service."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import sys
+
+import click
+from rich.progress import Progress
+
+from shoal import units
+from shoal.cli.render import console, table, write_csv
+from shoal.errors import UsageError
+
+
+def _window(text: str) -> float | int:
+    """``20%`` -> 0.2 (a fraction of N); ``204`` -> 204 entries."""
+    if text.strip().endswith("%"):
+        frac = units.parse_fraction(text, "--window")
+        if frac == 0:
+            raise UsageError("--window must be larger than 0%")
+        return frac
+    return units.parse_count(text, "--window (a count of entries, or a percentage)", 1)
+
+
+@click.group()
+def gossip() -> None:
+    """Decentralized gossip of node state (Amar et al.; seed 000, Fig. 1)."""
+
+
+@gossip.command()
+@click.option("--nodes", default="1024", show_default=True,
+              help="Cluster size N; a list 1024,2048 or a range 1024:4096:1024 sweeps.")
+@click.option("--window", default="20%", show_default=True,
+              help="Window: a percentage of N or a count of entries; sweeps like --nodes "
+                   "(10%:100%:10%).")
+@click.option("--interval", default="1s", show_default=True,
+              help="Unit of time, to print ages in seconds too (256ms, 1s).")
+@click.option("--units", "n_units", default=200, show_default=True,
+              help="Units of time simulated per run, warm-up included.")
+@click.option("--warmup", default=None, type=int, help="Units before measuring "
+              "[default: a quarter of --units, at least 20].")
+@click.option("--latency", default="0s", show_default=True,
+              help="One-way network latency (a duration, converted with --interval).")
+@click.option("--loss", default="0%", show_default=True, help="Probability a message is lost.")
+@click.option("--dead", default="0%", show_default=True,
+              help="Nodes that fail (percentage or count) when the measurement starts.")
+@click.option("--seed", default=0, show_default=True, help="Random seed of the first run.")
+@click.option("--csv", "csv_path", default=None, help="Write one row per run to this CSV "
+              "file (plus a .json sidecar).")
+@click.option("--plot", default=None, help="Write average age vs window (Fig. 2) to this PNG.")
+def simulate(nodes: str, window: str, interval: str, n_units: int, warmup: int | None,
+             latency: str, loss: str, dead: str, seed: int, csv_path: str | None,
+             plot: str | None) -> None:
+    """Simulate Fig. 1 and compare the average age with expected_age(N, W)."""
+    from shoal.gossip.analysis import window_entries
+    from shoal.gossip.sim import simulate as run_sim
+
+    sizes = [units.parse_count(x, "--nodes", 2) for x in units.expand_sweep(nodes)]
+    windows = [_window(x) for x in units.expand_sweep(window)]
+    unit = units.parse_duration(interval, "--interval")
+    if unit <= 0:
+        raise UsageError("--interval must be positive")
+    lat = units.parse_duration(latency, "--latency") / unit
+    p_loss = units.parse_fraction(loss, "--loss")
+    if p_loss >= 1:
+        raise UsageError("--loss must be below 100%")
+    dead_frac = dead.strip().endswith("%")
+    n_dead = units.parse_fraction(dead, "--dead") if dead_frac else units.parse_count(
+        dead, "--dead")
+    if n_units < 1:
+        raise UsageError("--units must be at least 1")
+    configs = list(itertools.product(sizes, windows))
+    for n, w in configs:  # refuse bad input before any work
+        window_entries(n, w)
+    results = []
+    with Progress(console=console, transient=True, disable=len(configs) < 2) as bar:
+        task = bar.add_task("simulating", total=len(configs))
+        for k, (n, w) in enumerate(configs):
+            results.append(run_sim(n, w, n_units, warmup, latency=lat, loss=p_loss,
+                                   dead=n_dead, seed=seed + k))
+            bar.advance(task)
+    extra = p_loss > 0 or n_dead
+    cols = ["N", "window", "avg age", "expected", "avg age (s)", "expected (s)",
+            "p90 age", "max age", "known"] + (["sent", "lost", "to dead"] if extra else [])
+    rows = []
+    for r in results:
+        row = [r.nodes, f"{r.window} ({100 * r.window / r.nodes:.3g}%)", r.mean_age,
+               r.expected, r.mean_age * unit, r.expected * unit, r.percentiles[90],
+               r.max_age, f"{100 * r.known:.2f}%"]
+        if extra:
+            row += [r.sent, r.lost, r.to_dead]
+        rows.append(row)
+    console.print(table(f"Gossip simulation: ages in units of time (1 unit = "
+                        f"{units.format_duration(unit)}), {n_units} units per run",
+                        cols, rows))
+    if n_dead:
+        for r in results:
+            trail = r.dead_age[~_isnan(r.dead_age)]
+            if len(trail):
+                console.print(f"N={r.nodes}: entries of the {r.dead} dead nodes aged from "
+                              f"{trail[0]:.3g} to {trail[-1]:.3g} units over the run")
+    if csv_path:
+        write_csv(csv_path, [r.row(unit) for r in results],
+                  {"interval_s": unit, "units": n_units})
+    if plot:
+        from shoal.gossip.plots import age_vs_window
+
+        age_vs_window(results, plot, interval=None)
+        console.print(f"wrote {plot}")
+
+
+def _isnan(a):
+    import numpy as np
+
+    return np.isnan(a)
+
+
+@gossip.command()
+@click.option("-n", "--np", "nprocs", type=int, default=None,
+              help="Launch this many ranks through mpiexec; without it, run as one rank of "
+                   "an MPI job already started (mpiexec -n 4 shoal gossip run, or srun).")
+@click.option("--interval", default="256ms", show_default=True, help="Unit of time.")
+@click.option("--duration", default="5s", show_default=True, help="How long to gossip.")
+@click.option("--window", default="20%", show_default=True,
+              help="Window: a percentage of the ranks or a count.")
+@click.option("--entry-size", default="1KiB", show_default=True,
+              help="Size of one state record.")
+@click.option("--max-outstanding", default=4, show_default=True,
+              help="Sends in flight per rank; beyond it a send is dropped and counted.")
+@click.option("--poll-max", default="2ms", show_default=True,
+              help="Longest sleep between polls: the latency / idle-CPU trade.")
+@click.option("--rows", default=32, show_default=True,
+              help="Rows of the cluster table to print.")
+def run(nprocs: int | None, interval: str, duration: str, window: str, entry_size: str,
+        max_outstanding: int, poll_max: str, rows: int) -> None:
+    """Run the gossip service over MPI and print the cluster as rank 0 sees it."""
+    ival = units.parse_duration(interval, "--interval")
+    if ival <= 0:
+        raise UsageError("--interval must be positive")
+    dur = units.parse_duration(duration, "--duration")
+    esize = units.parse_size(entry_size, "--entry-size")
+    pmax = units.parse_duration(poll_max, "--poll-max")
+    win = _window(window)
+    if nprocs is not None:
+        if nprocs < 2:
+            raise UsageError("gossip needs at least 2 ranks: use -n 2 or more")
+        from shoal.gossip.analysis import window_entries
+        from shoal.launch import run_ranks
+
+        window_entries(nprocs, win)
+        argv = ["-m", "shoal", "gossip", "run", "--interval", interval, "--duration",
+                duration, "--window", window, "--entry-size", entry_size,
+                "--max-outstanding", str(max_outstanding), "--poll-max", poll_max,
+                "--rows", str(rows)]
+        done = run_ranks(nprocs, argv, timeout=dur + 60 + 2 * nprocs)
+        if done.returncode:
+            raise UsageError(f"the MPI job failed with exit code {done.returncode} "
+                             "(see the rank's message above)")
+        return
+    _rank_main(ival, dur, win, esize, max_outstanding, pmax, rows)
+
+
+def _rank_main(ival, dur, win, esize, max_outstanding, pmax, rows) -> None:
+    from mpi4py import MPI
+
+    from shoal.gossip.service import GossipService
+    from shoal.launch import abort_on_error
+
+    comm = MPI.COMM_WORLD
+    with abort_on_error(comm):
+        if comm.Get_size() < 2:
+            raise UsageError("gossip needs at least 2 ranks: pass -n 2 or start it under "
+                             "mpiexec")
+        service = GossipService(comm, ival, win, esize, max_outstanding=max_outstanding,
+                                poll_max=max(pmax, 50e-6))
+        service.run(dur)
+        snap = service.snapshot()
+        stats = comm.gather(service.summary(), root=0)
+        service.close()
+        if comm.Get_rank() == 0:
+            _print_cluster(snap, stats, service, rows)
+    sys.stdout.flush()
+
+
+def _print_cluster(snap, stats, service, rows) -> None:
+    n = len(snap)
+    cl = [[int(s["node"]), float(s["load"]), units.format_bytes(int(s["free_mem"])),
+           int(s["cores"]), s["age"] if math.isfinite(s["age"]) else math.inf]
+          for s in snap[:rows]]
+    console.print(table(f"Cluster as rank 0 sees it ({n} nodes, window {service.window}, "
+                        f"interval {units.format_duration(service.interval)})",
+                        ["node", "load", "free memory", "cores", "age (s)"], cl))
+    if n > rows:
+        console.print(f"... {n - rows} more nodes (--rows)")
+    st = [[s["rank"], s["sent"], s["received"], s["dropped"], s["malformed"],
+           units.format_bytes(s["bytes_sent"]), f"{100 * s['busy_fraction']:.2f}%",
+           s["mean_age"], s["late_ticks"]] for s in stats]
+    console.print(table("Per rank", ["rank", "sent", "received", "dropped", "malformed",
+                                     "bytes sent", "busy", "avg age (s)", "late ticks"], st))

@@ -1,0 +1,52 @@
+"""Entry point of the ``shoal`` command."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+import shoal
+from shoal.cli.gossip import gossip
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(shoal.__version__, prog_name="shoal")
+def cli() -> None:
+    """shoal: an adaptive runtime for parallel programs on HPC clusters, and the system
+    knowledge it needs (gossip-spread node state; more parts to come)."""
+
+
+cli.add_command(gossip)
+
+
+@cli.command()
+@click.option("--nodes", default=1024, show_default=True, help="Simulated cluster size.")
+@click.option("--ranks", default=2, show_default=True, help="MPI ranks of the live service.")
+@click.option("--duration", default="3s", show_default=True, help="Run time of the service.")
+@click.pass_context
+def demo(ctx: click.Context, nodes: int, ranks: int, duration: str) -> None:
+    """The main job: simulate gossip at the paper's settings, then run the MPI service."""
+    from shoal.cli.gossip import run, simulate
+
+    ctx.invoke(simulate, nodes=str(nodes), window="10%,20%,40%", interval="256ms")
+    ctx.invoke(run, nprocs=ranks, interval="50ms", duration=duration)
+
+
+def main() -> None:
+    """Run the CLI; a user's mistake is one line on stderr and exit code 2."""
+    try:
+        cli.main(standalone_mode=False)
+    except shoal.ShoalError as exc:
+        _fail(str(exc))
+    except click.exceptions.Abort:
+        _fail("aborted")
+    except click.ClickException as exc:
+        _fail(exc.format_message())
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+
+
+def _fail(message: str) -> None:
+    sys.stderr.write(f"shoal: error: {message}\n")
+    sys.exit(2)

@@ -1,0 +1,54 @@
+"""Terminal rendering shared by the commands (rich) and tidy result files."""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import math
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+import shoal
+
+console = Console(highlight=False)
+if not console.is_terminal:  # pipes and CI logs: do not squeeze tables into 80 columns
+    console.width = 160
+
+
+def table(title: str, columns: list[str], rows: list[list]) -> Table:
+    """A rich table with right-aligned columns after the first."""
+    t = Table(title=title, title_justify="left")
+    for k, name in enumerate(columns):
+        t.add_column(name, justify="left" if k == 0 else "right")
+    for row in rows:
+        t.add_row(*[cell(v) for v in row])
+    return t
+
+
+def cell(value) -> str:
+    """Format one value: floats with 4 significant digits, infinities as ∞."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "–"
+        if math.isinf(value):
+            return "∞"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def write_csv(path: str, rows: list[dict], meta: dict) -> None:
+    """Write tidy ``rows`` to ``path`` and a JSON sidecar ``path.json`` of metadata."""
+    if not rows:
+        return
+    p = Path(path)
+    with p.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    side = {"shoal": shoal.__version__, "command": sys.argv,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(), **meta}
+    p.with_name(p.name + ".json").write_text(json.dumps(side, indent=2, default=str) + "\n")

@@ -1,0 +1,37 @@
+"""Figures of the gossip part (matplotlib, written to files)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from shoal.gossip.analysis import expected_age
+
+
+def age_vs_window(results, path: str, interval: float | None = None) -> None:
+    """Average vector age against window size, one curve per N: the shape of Fig. 2 of
+    seed 000, simulated (markers) next to ``expected_age`` (dashed). Ages in units of time,
+    or seconds when ``interval`` is given."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scale = interval or 1.0
+    by_n = defaultdict(list)
+    for r in results:
+        by_n[r.nodes].append(r)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for n, runs in sorted(by_n.items()):
+        runs.sort(key=lambda r: r.window)
+        pct = [100 * r.window / n for r in runs]
+        line, = ax.plot(pct, [r.mean_age * scale for r in runs], "o-", label=f"N = {n}")
+        ax.plot(pct, [expected_age(n, r.window) * scale for r in runs], "--",
+                color=line.get_color(), alpha=0.7, label=f"expected, N = {n}")
+    ax.set_xlabel("window size (% of the vector)")
+    ax.set_ylabel("average age of the vector " + ("(s)" if interval else "(units of time)"))
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,63 @@
+"""Start MPI jobs and make a failing rank end the whole job.
+
+shoal runs under the installed ``mpiexec``: by default the one of the ``mpich`` wheel, found
+beside the Python interpreter; ``SHOAL_MPIEXEC`` names another launcher (``srun``, a site
+``mpiexec``). mpi4py is imported only inside ranks, never by the launching process.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+
+from shoal.errors import UsageError
+
+
+def mpiexec() -> list[str]:
+    """The launcher command: ``$SHOAL_MPIEXEC``, else ``mpiexec`` beside the interpreter (the
+    embedded MPICH), else the first ``mpiexec`` on PATH."""
+    if os.environ.get("SHOAL_MPIEXEC"):
+        return shlex.split(os.environ["SHOAL_MPIEXEC"])
+    local = Path(sys.executable).parent / "mpiexec"
+    if local.exists():
+        return [str(local)]
+    found = shutil.which("mpiexec")
+    if found is None:
+        raise UsageError("no mpiexec found: install shoal with its embedded MPI "
+                         "(pip install shoal pulls the mpich wheel) or set SHOAL_MPIEXEC")
+    return [found]
+
+
+def run_ranks(nprocs: int, argv: list[str], timeout: float,
+              env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``python argv...`` on ``nprocs`` ranks and wait at most ``timeout`` seconds.
+    Output goes to this process's stdout/stderr. Raises :class:`UsageError` on a timeout."""
+    if nprocs < 1:
+        raise UsageError(f"run at least 1 rank (got -n {nprocs})")
+    cmd = [*mpiexec(), "-n", str(nprocs), sys.executable, *argv]
+    try:
+        return subprocess.run(cmd, timeout=timeout, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"the MPI job did not finish within {timeout:.0f} s and was "
+                         f"killed: {shlex.join(cmd)}") from None
+
+
+@contextmanager
+def abort_on_error(comm):
+    """Inside a rank: an exception prints ``rank R: traceback`` on stderr and aborts every
+    rank of ``comm``'s job, so that no other rank waits forever."""
+    try:
+        yield
+    except BaseException as exc:  # noqa: BLE001 - any failure must end the job
+        if isinstance(exc, SystemExit) and not exc.code:
+            raise
+        text = "".join(traceback.format_exception(exc))
+        sys.stderr.write(f"rank {comm.Get_rank()}: {text}")
+        sys.stderr.flush()
+        comm.Abort(1)
