@@ -54,7 +54,8 @@ def test_merge_keeps_newest_whatever_the_order(n, data):
     a, b = results
     assert np.array_equal(a.born, b.born)
     for j in range(1, n):
-        seen = [bt for nodes, births in windows for nd, bt in zip(nodes, births) if nd == j]
+        seen = [bt for nodes, births in windows
+                for nd, bt in zip(nodes, births, strict=True) if nd == j]
         if seen:
             assert a.born[j] == max(seen)
             assert a.records["load"][j] == max(seen)

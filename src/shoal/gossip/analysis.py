@@ -23,7 +23,6 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy.signal import lfilter
 
 from shoal.errors import UsageError
 
@@ -68,7 +67,6 @@ def window_age(nodes: int, window: int) -> float:
     span = 40.0 * math.log(nodes) / rate + 20.0
     bins = 1 << 14
     h = span / bins
-    grid = (np.arange(bins) + 0.5) * h
     f_x = np.ones(bins)
     last = -1.0
     for _ in range(1000):

@@ -13,8 +13,8 @@ and idle CPU. ``run()`` ends collectively and drains every message in flight.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 

@@ -1,0 +1,67 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def shoal(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "shoal", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("cmd", [[], ["gossip"], ["gossip", "simulate"], ["gossip", "run"],
+                                 ["demo"]])
+def test_help_on_every_command(cmd):
+    out = shoal(*cmd, "--help")
+    assert out.returncode == 0
+    assert "Usage:" in out.stdout
+
+
+def test_version():
+    out = shoal("--version")
+    assert out.returncode == 0 and "shoal" in out.stdout
+
+
+@pytest.mark.parametrize("args,hint", [
+    (["gossip", "simulate", "--nodes", "10", "--window", "11"], "lower --window"),
+    (["gossip", "simulate", "--nodes", "1"], "--nodes must be at least 2"),
+    (["gossip", "simulate", "--interval", "-5ms"], "must not be negative"),
+    (["gossip", "simulate", "--interval", "5 fortnights"], "unknown unit"),
+    (["gossip", "simulate", "--window", "150%"], "between 0% and 100%"),
+    (["gossip", "simulate", "--loss", "100%"], "below 100%"),
+    (["gossip", "run", "-n", "1"], "at least 2 ranks"),
+    (["gossip", "run", "-n", "2", "--duration", "1 eon"], "unknown unit"),
+    (["gossip", "simulate", "--bogus"], "No such option"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(args, hint):
+    out = shoal(*args)
+    assert out.returncode == 2
+    assert hint in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in out.stderr
+
+
+def test_simulate_table_csv_and_plot(tmp_path):
+    csv = tmp_path / "age.csv"
+    png = tmp_path / "age.png"
+    out = shoal("gossip", "simulate", "--nodes", "64,128", "--window", "10%:30%:10%",
+                "--units", "60", "--interval", "256ms", "--csv", str(csv), "--plot", str(png))
+    assert out.returncode == 0, out.stderr
+    assert "expected" in out.stdout
+    lines = csv.read_text().splitlines()
+    assert len(lines) == 1 + 6
+    header = lines[0].split(",")
+    row = dict(zip(header, lines[1].split(","), strict=True))
+    assert float(row["mean_age_s"]) == pytest.approx(0.256 * float(row["mean_age"]))
+    meta = json.loads((tmp_path / "age.csv.json").read_text())
+    assert meta["interval_s"] == 0.256
+    assert png.stat().st_size > 10_000
+
+
+def test_gossip_run_launches_ranks_and_prints_the_cluster():
+    out = shoal("gossip", "run", "-n", "3", "--interval", "20ms", "--duration", "1s",
+                "--window", "2")
+    assert out.returncode == 0, out.stderr
+    assert "Cluster as rank 0 sees it (3 nodes" in out.stdout
+    assert "Per rank" in out.stdout
