@@ -34,7 +34,7 @@ def run_case(n, units, warmup):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--big-units", type=int, default=20,
+    ap.add_argument("--big-units", type=int, default=60,
                     help="units (half warm-up) of the N=32768 case")
     args = ap.parse_args()
     runs = [run_case(8192, 150, 50) for _ in range(args.repeat)]
