@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import itertools
-import math
 import sys
 
 import click
+import numpy as np
 from rich.progress import Progress
 
 from shoal import units
@@ -14,14 +14,27 @@ from shoal.cli.render import console, table, write_csv
 from shoal.errors import UsageError
 
 
-def _window(text: str) -> float | int:
-    """``20%`` -> 0.2 (a fraction of N); ``204`` -> 204 entries."""
+def _share(text: str, flag: str, minimum: int) -> float | int:
+    """``20%`` -> 0.2 (a fraction of N); ``204`` -> 204 (a count, at least ``minimum``)."""
     if text.strip().endswith("%"):
-        frac = units.parse_fraction(text, "--window")
-        if frac == 0:
-            raise UsageError("--window must be larger than 0%")
+        frac = units.parse_fraction(text, flag)
+        if frac == 0 and minimum > 0:
+            raise UsageError(f"{flag} must be larger than 0%")
         return frac
-    return units.parse_count(text, "--window (a count of entries, or a percentage)", 1)
+    return units.parse_count(text, f"{flag} (a count, or a percentage)", minimum)
+
+
+def _window(text: str) -> float | int:
+    """``20%`` -> 0.2 of N; ``204`` -> 204 entries."""
+    return _share(text, "--window", 1)
+
+
+def _interval(text: str) -> float:
+    """The unit of time in seconds, which must be positive."""
+    seconds = units.parse_duration(text, "--interval")
+    if seconds <= 0:
+        raise UsageError("--interval must be positive")
+    return seconds
 
 
 @click.group()
@@ -59,16 +72,12 @@ def simulate(nodes: str, window: str, interval: str, n_units: int, warmup: int |
 
     sizes = [units.parse_count(x, "--nodes", 2) for x in units.expand_sweep(nodes)]
     windows = [_window(x) for x in units.expand_sweep(window)]
-    unit = units.parse_duration(interval, "--interval")
-    if unit <= 0:
-        raise UsageError("--interval must be positive")
+    unit = _interval(interval)
     lat = units.parse_duration(latency, "--latency") / unit
     p_loss = units.parse_fraction(loss, "--loss")
     if p_loss >= 1:
         raise UsageError("--loss must be below 100%")
-    dead_frac = dead.strip().endswith("%")
-    n_dead = units.parse_fraction(dead, "--dead") if dead_frac else units.parse_count(
-        dead, "--dead")
+    n_dead = _share(dead, "--dead", 0)
     if n_units < 1:
         raise UsageError("--units must be at least 1")
     configs = list(itertools.product(sizes, windows))
@@ -97,7 +106,7 @@ def simulate(nodes: str, window: str, interval: str, n_units: int, warmup: int |
                         cols, rows))
     if n_dead:
         for r in results:
-            trail = r.dead_age[~_isnan(r.dead_age)]
+            trail = r.dead_age[~np.isnan(r.dead_age)]
             if len(trail):
                 console.print(f"N={r.nodes}: entries of the {r.dead} dead nodes aged from "
                               f"{trail[0]:.3g} to {trail[-1]:.3g} units over the run")
@@ -109,12 +118,6 @@ def simulate(nodes: str, window: str, interval: str, n_units: int, warmup: int |
 
         age_vs_window(results, plot, interval=None)
         console.print(f"wrote {plot}")
-
-
-def _isnan(a):
-    import numpy as np
-
-    return np.isnan(a)
 
 
 @gossip.command()
@@ -136,9 +139,7 @@ def _isnan(a):
 def run(nprocs: int | None, interval: str, duration: str, window: str, entry_size: str,
         max_outstanding: int, poll_max: str, rows: int) -> None:
     """Run the gossip service over MPI and print the cluster as rank 0 sees it."""
-    ival = units.parse_duration(interval, "--interval")
-    if ival <= 0:
-        raise UsageError("--interval must be positive")
+    ival = _interval(interval)
     dur = units.parse_duration(duration, "--duration")
     esize = units.parse_size(entry_size, "--entry-size")
     pmax = units.parse_duration(poll_max, "--poll-max")
@@ -187,7 +188,7 @@ def _rank_main(ival, dur, win, esize, max_outstanding, pmax, rows) -> None:
 def _print_cluster(snap, stats, service, rows) -> None:
     n = len(snap)
     cl = [[int(s["node"]), float(s["load"]), units.format_bytes(int(s["free_mem"])),
-           int(s["cores"]), s["age"] if math.isfinite(s["age"]) else math.inf]
+           int(s["cores"]), float(s["age"])]
           for s in snap[:rows]]
     console.print(table(f"Cluster as rank 0 sees it ({n} nodes, window {service.window}, "
                         f"interval {units.format_duration(service.interval)})",

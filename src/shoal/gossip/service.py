@@ -101,8 +101,6 @@ class GossipService:
         self.vector.update_own(self._own, now)
         self.stats.ticks += 1
         self.stats.age_samples.append(self.vector.mean_age(now))
-        if self.size < 2:
-            return
         self._reclaim()
         if len(self._outstanding) >= self.max_outstanding:
             self.stats.dropped += 1
@@ -113,7 +111,7 @@ class GossipService:
         buf = self._spare.pop() if self._spare else None
         msg = wire.encode(self.rank, idx, now - self.vector.born[idx],
                           self.vector.records[idx], buf)
-        req = self.comm.Isend([msg, len(msg), _byte()], dest, TAG)
+        req = self.comm.Isend([msg, len(msg), _mpi().BYTE], dest, TAG)
         self._outstanding.append((req, msg.obj))
         self._sent_to[dest] += 1
         self.stats.sent += 1
@@ -243,7 +241,3 @@ def _mpi():
     from mpi4py import MPI
 
     return MPI
-
-
-def _byte():
-    return _mpi().BYTE
