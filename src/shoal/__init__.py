@@ -2,7 +2,26 @@
 such a runtime needs (gossip-spread node state, communication models, topology and mapping)."""
 
 from shoal.errors import ShoalError, UsageError, WireError
+from shoal.runtime import (
+    Array,
+    Channel,
+    Chare,
+    Future,
+    Group,
+    Reducer,
+    Runtime,
+    create,
+    exit,
+    future,
+    my_pe,
+    num_pes,
+    quiescence,
+    start,
+    stats,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["ShoalError", "UsageError", "WireError", "__version__"]
+__all__ = ["Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime", "ShoalError",
+           "UsageError", "WireError", "__version__", "create", "exit", "future", "my_pe",
+           "num_pes", "quiescence", "start", "stats"]

@@ -34,10 +34,11 @@ def mpiexec() -> list[str]:
     return [found]
 
 
-def run_ranks(nprocs: int, argv: list[str], timeout: float,
+def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
               env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``python argv...`` on ``nprocs`` ranks and wait at most ``timeout`` seconds.
-    Output goes to this process's stdout/stderr. Raises :class:`UsageError` on a timeout."""
+    """Run ``python argv...`` on ``nprocs`` ranks and wait at most ``timeout`` seconds (None:
+    no limit). Output goes to this process's stdout/stderr. Raises :class:`UsageError` on a
+    timeout."""
     if nprocs < 1:
         raise UsageError(f"run at least 1 rank (got -n {nprocs})")
     cmd = [*mpiexec(), "-n", str(nprocs), sys.executable, *argv]

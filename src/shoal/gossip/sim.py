@@ -8,7 +8,8 @@ fail-stop deaths (a dead node neither sends nor receives; messages to it are los
 
 Ages are measured in units of time against the true creation time of each record, at
 ``samples`` evenly spaced instants per unit. The event loop is compiled (``simkernel``); a
-run of N nodes holds one int32 per vector entry (N² · 4 bytes) plus the candidate lists.
+run of N nodes holds one int16 per vector entry (N² · 2 bytes; int32 beyond 32767 units) plus
+the candidate lists (N · (3W + 64) node indices, 2 bytes each up to 65536 nodes).
 """
 
 from __future__ import annotations
@@ -108,10 +109,10 @@ def simulate(nodes: int, window: float | int = 0.2, units: int = 200, warmup: in
     death_time = np.full(n_dead, t_dead)
     cap = min(nodes, 3 * w + 64)
     ver = np.full((nodes, nodes), -1, np.int16 if units < 32767 else np.int32)
-    cand = np.empty((nodes, cap), np.int32)
+    cand = np.empty((nodes, cap), np.uint16 if nodes <= 65536 else np.uint32)
     ccount = np.zeros(nodes, np.int32)
     overflow = np.zeros(nodes, np.bool_)
-    thr = np.full(nodes, -np.inf)
+    thr = np.zeros(nodes, np.int64)
     ssum = np.zeros(nodes)
     known = np.zeros(nodes, np.int64)
     alive = np.ones(nodes, np.bool_)
@@ -125,7 +126,8 @@ def simulate(nodes: int, window: float | int = 0.2, units: int = 200, warmup: in
     unit_known = np.full(units, np.nan)
     dead_age = np.full(units, np.nan)
     counters = np.zeros(5, np.int64)
-    simkernel.run(ver, phase, order, cand, ccount, overflow, thr, ssum, known, alive,
+    pbin = np.floor(phase * simkernel.SUB).astype(np.uint8)
+    simkernel.run(ver, phase, pbin, order, cand, ccount, overflow, thr, ssum, known, alive,
                   w, units, warmup, samples, float(latency), float(loss), death_node,
                   death_time, snap, hist, BIN_WIDTH, max_age, unit_excl, unit_incl,
                   unit_known, dead_age, counters, int(seed), numba.get_num_threads())

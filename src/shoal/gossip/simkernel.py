@@ -4,13 +4,15 @@ State per node ``i`` (row ``i`` of the N x N matrices):
 
 - ``ver[i, j]``: the version of node ``j``'s record that ``i`` holds, -1 if none. Node ``j``
   creates version ``k`` at time ``k + phase[j]`` (it acts once per unit of time at its own
-  phase), so the record's creation time is ``ver + phase[j]``: exact, 4 bytes per entry, and
-  "newer" is "higher version".
-- ``cand[i, :ccount[i]]``: every entry whose creation time is ``>= thr[i]``, where ``thr[i]``
-  is the creation time of the oldest entry of ``i``'s last window. Creation times only grow
+  phase), so the record's creation time is ``ver + phase[j]``: exact, 2 bytes per entry (4
+  beyond 32767 units), and "newer" is "higher version".
+- ``cand[i, :ccount[i]]``: every entry whose time key ``floor(creation time * SUB)`` is
+  ``>= thr[i]``, the key of the oldest entry of ``i``'s last window. Creation times only grow
   (merges keep the newer record), so the entries of the next window are all in this list: the
   window costs O(window + arrivals) instead of a scan of the vector. If the list overflows,
-  ``overflow[i]`` asks for one rescan of the row.
+  ``overflow[i]`` asks for one rescan of the row. Node indices in it are unsigned (2 bytes
+  up to 65536 nodes), which also spares the compiled loops numpy's negative-index
+  wrap-around.
 - ``ssum[i]``, ``known[i]``: sum of creation times and count of known entries of live nodes
   other than ``i``, so the average age at any time is O(1).
 
@@ -61,42 +63,50 @@ def select_largest(keys, idx, n, w):
 
 
 @njit(cache=True, nogil=True)
-def _touch(ver, row):
+def _touch(row):
     """Stream a row into the cache before random accesses to it (the hardware prefetcher
     serves a sequential pass far faster than scattered misses). Returns ``0.0 * sum`` so that
     the caller can add it somewhere and the compiler cannot drop the loads."""
     acc = 0
-    for j in range(0, ver.shape[1], 32):
-        acc += ver[row, j]
+    for j in range(0, row.shape[0], 32):
+        acc += row[j]
     return 0.0 * acc
 
 
 @njit(cache=True, nogil=True)
-def _merge(ver, phase, cand, ccount, overflow, thr, ssum, known, alive, r, idx, vers, n):
-    """Fig. 1, receive: keep each window entry that is newer than ``r``'s. Branch-free:
-    whether an entry is newer is a coin toss the branch predictor cannot learn."""
-    cap = cand.shape[1]
-    dsum = _touch(ver, r) if 8 * n >= ver.shape[1] else 0.0
+def _merge(ver, phase, pbin, cand, ccount, overflow, thr, ssum, known, alive, r, idx, vers, n):
+    """Fig. 1, receive: keep each window entry that is newer than ``r``'s.
+
+    Whether an entry is newer is a coin toss, so the loop has no branch on it (a mispredict
+    per entry doubled its cost): versions are summed as integers and masked, and the phases
+    of new entries are added apart (the only branch: ``r`` learns of a node for the first
+    time, rare after the first few units). ``r``'s own entry is never replaced: no copy of
+    it is newer than ``r``'s own."""
+    row = ver[r]
+    crow = cand[r]
+    cap = crow.shape[0]
+    dsum = _touch(row) if 8 * n >= row.shape[0] else 0.0
     t = thr[r]
     c = ccount[r]
+    dver = 0
     dknown = 0
     for e in range(n):
         j = idx[e]
         v = vers[e]
-        old = ver[r, j]
-        newer = (v > old) & (j != r)
-        nv = v if newer else old
-        ver[r, j] = nv
-        p = phase[j]
-        key = nv + p
-        was = old >= 0
-        oldkey = old + p if was else 0.0
+        old = row[j]
+        nv = max(v, old)
+        row[j] = nv
+        newer = v > old
         live = newer & alive[j]
-        dsum += (key - oldkey) if live else 0.0
-        dknown += live & (not was)
-        cand[r, min(c, cap - 1)] = j
-        c += newer & (key >= t) & ((not was) | (oldkey < t))
-    ssum[r] += dsum
+        dver += (nv - old) * live
+        if old < 0:  # first news of j: also count its phase (old = -1 added 1 too many)
+            if live:
+                dknown += 1
+                dsum += phase[j] - 1.0
+        b = pbin[j]
+        crow[min(c, cap - 1)] = j
+        c += newer & (nv * SUB + b >= t) & ((old < 0) | (old * SUB + b < t))
+    ssum[r] += dsum + dver
     known[r] += dknown
     if c > cap:
         overflow[r] = True
@@ -104,42 +114,52 @@ def _merge(ver, phase, cand, ccount, overflow, thr, ssum, known, alive, r, idx, 
     ccount[r] = c
 
 
-NAGE = 64  # version buckets of the window selection; older entries share the last one
+SUB = 16  # phase bins per unit of time: the fine time key is floor(creation time * SUB)
+NBIN = 64 * SUB  # age bins of the window selection; older entries share the last one
 
 
 @njit(cache=True, nogil=True)
-def _window(ver, phase, cand, ccount, overflow, thr, i, w, u, kbuf, ibuf, abuf):
+def _window(ver, phase, pbin, cand, ccount, overflow, thr, i, w, u, kbuf, ibuf, abuf):
     """Fig. 1, send: leave the ``w`` youngest entries of ``i`` (own included) in
-    ``cand[i, :w]``; return how many there are and whether the row had to be rescanned.
+    ``cand[i, :w]``, the rest of the candidate list after them; return the window's length
+    and whether the row had to be rescanned.
 
-    Creation times are ``version + phase``: bucket the candidates by version (their age in
-    whole units), keep the younger buckets whole, and select by phase only inside the bucket
-    that straddles the window's edge.
+    A radix select on creation time ``version + phase``: count the candidates per bin of
+    1/SUB unit of age (``pbin[j] = floor(phase[j] * SUB)`` is exact and one byte, so the
+    pass never touches the phases), keep the younger bins whole, and select by exact phase
+    only inside the bin that straddles the window's edge (a few dozen entries). That bin's
+    time key becomes the threshold ``thr[i]``: the list keeps every entry whose key is at
+    least that, the window's part first.
     """
-    n_all = ver.shape[1]
+    row = ver[i]
+    crow = cand[i]
+    cap = crow.shape[0]
+    n_all = row.shape[0]
     rescan = overflow[i]
-    if rescan:
+    if rescan:  # the list overflowed: gather the candidates from the whole row
+        src = ibuf
         c = 0
         t = thr[i]
         for j in range(n_all):
-            v = ver[i, j]
+            v = row[j]
             ibuf[c] = j
-            c += (v >= 0) & (v + phase[j] >= t)
+            c += (v >= 0) & (v * SUB + pbin[j] >= t)
         overflow[i] = False
-    else:
+    else:  # work in place on the list
+        src = crow
         c = ccount[i]
         if 8 * c >= n_all:
-            thr[i] += _touch(ver, i)
-        for e in range(c):
-            ibuf[e] = cand[i, e]
+            kbuf[0] += _touch(row)  # scratch: keeps the loads alive
     if c <= w:
         for e in range(c):
-            cand[i, e] = ibuf[e]
+            crow[e] = src[e]
         ccount[i] = c
         return c, rescan
-    counts = np.zeros(NAGE, np.int64)
+    top = u * SUB + SUB - 1  # the time key of age bin 0
+    counts = np.zeros(NBIN, np.int32)
     for e in range(c):
-        a = min(u - ver[i, ibuf[e]], NAGE - 1)
+        j = src[e]
+        a = min(top - (row[j] * SUB + pbin[j]), NBIN - 1)
         abuf[e] = a
         counts[a] += 1
     edge = 0
@@ -147,42 +167,49 @@ def _window(ver, phase, cand, ccount, overflow, thr, i, w, u, kbuf, ibuf, abuf):
     while younger + counts[edge] < w:
         younger += counts[edge]
         edge += 1
-    if edge == NAGE - 1:  # the window reaches entries older than the buckets: exact select
+    if edge == NBIN - 1:  # the window reaches entries older than the bins: exact select
         for e in range(c):
-            kbuf[e] = ver[i, ibuf[e]] + phase[ibuf[e]]
-        select_largest(kbuf, ibuf, c, w)
+            kbuf[e] = row[src[e]] + phase[src[e]]
+        select_largest(kbuf, src, c, w)
         lowest = kbuf[0]
         for e in range(1, w):
             lowest = min(lowest, kbuf[e])
-        thr[i] = lowest
+        t = int(np.floor(lowest * SUB))
         for e in range(w):
-            cand[i, e] = ibuf[e]
-        ccount[i] = w
-        return w, rescan
-    # entries younger than the edge bucket go first, the edge bucket is gathered apart
-    k = 0
-    nb = 0
-    for e in range(c):
-        j = ibuf[e]
-        a = abuf[e]
-        cand[i, k] = j
-        k += a < edge
-        kbuf[nb] = phase[j]
-        ibuf[nb] = j
-        nb += a == edge
-    need = w - k
-    select_largest(kbuf, ibuf, nb, need)
-    lowest = kbuf[0]
-    for e in range(need):
-        cand[i, k + e] = ibuf[e]
-        lowest = min(lowest, kbuf[e])
-    thr[i] = u - edge + lowest
-    ccount[i] = w
+            crow[e] = src[e]
+        k = w
+        for e in range(w, c):  # in place: k <= e
+            crow[min(k, cap - 1)] = src[e]
+            k += kbuf[e] >= t
+        thr[i] = t
+    else:
+        # in place (k, nb <= e): entries younger than the edge bin to the front of the list,
+        # the edge bin to ibuf, then its window part (selected by exact phase) and the rest
+        k = 0
+        nb = 0
+        for e in range(c):
+            j = src[e]
+            a = abuf[e]
+            crow[k] = j
+            k += a < edge
+            ibuf[nb] = j
+            nb += a == edge
+        for e in range(nb):
+            kbuf[e] = phase[ibuf[e]]
+        select_largest(kbuf, ibuf, nb, w - k)
+        for e in range(nb):
+            crow[min(k, cap - 1)] = ibuf[e]
+            k += 1
+        thr[i] = top - edge
+    if k > cap:  # only after a rescan: the candidates outgrew the list, rescan next time
+        overflow[i] = True
+        k = cap
+    ccount[i] = k
     return w, rescan
 
 
 @njit(cache=True, nogil=True)
-def _tick(ver, phase, cand, ccount, overflow, thr, ssum, known, alive, i, u, w, r, deliver,
+def _tick(ver, phase, pbin, cand, ccount, overflow, thr, ssum, known, alive, i, u, w, r, deliver,
           kbuf, ibuf, abuf, vbuf):
     """One action of node ``i`` at unit ``u`` (Fig. 1): renew its own record, select its
     window, and merge it into ``r`` if ``deliver``. Returns (window length, rescanned)."""
@@ -194,11 +221,11 @@ def _tick(ver, phase, cand, ccount, overflow, thr, ssum, known, alive, i, u, w, 
         else:
             overflow[i] = True
     ver[i, i] = u
-    m, rescan = _window(ver, phase, cand, ccount, overflow, thr, i, w, u, kbuf, ibuf, abuf)
+    m, rescan = _window(ver, phase, pbin, cand, ccount, overflow, thr, i, w, u, kbuf, ibuf, abuf)
     if deliver:
         for e in range(m):
             vbuf[e] = ver[i, cand[i, e]]
-        _merge(ver, phase, cand, ccount, overflow, thr, ssum, known, alive, r, cand[i],
+        _merge(ver, phase, pbin, cand, ccount, overflow, thr, ssum, known, alive, r, cand[i],
                vbuf, m)
     return m, rescan
 
@@ -214,7 +241,7 @@ def _kill(ver, phase, ssum, known, alive, d):
 
 
 @njit(cache=True, parallel=True)
-def _execute(ver, phase, cand, ccount, overflow, thr, ssum, known, alive, w, u, nops,
+def _execute(ver, phase, pbin, cand, ccount, overflow, thr, ssum, known, alive, w, u, nops,
              op_kind, op_node, op_dst, op_slot, kbuf, ibuf, abuf, vbuf, rescans,
              q_dst, q_len, q_idx, q_ver):
     """Run ``nops`` mutually independent events in parallel. Kinds: 0 tick delivered now,
@@ -226,10 +253,10 @@ def _execute(ver, phase, cand, ccount, overflow, thr, ssum, known, alive, w, u, 
             kind = op_kind[b]
             if kind == 3:
                 k = op_slot[b]
-                _merge(ver, phase, cand, ccount, overflow, thr, ssum, known, alive,
+                _merge(ver, phase, pbin, cand, ccount, overflow, thr, ssum, known, alive,
                        q_dst[k], q_idx[k], q_ver[k], q_len[k])
                 continue
-            m, rescan = _tick(ver, phase, cand, ccount, overflow, thr, ssum, known, alive,
+            m, rescan = _tick(ver, phase, pbin, cand, ccount, overflow, thr, ssum, known, alive,
                               op_node[b], u, w, op_dst[b], kind == 0, kbuf[lane],
                               ibuf[lane], abuf[lane], vbuf[lane])
             rescans[b] = rescan
@@ -243,11 +270,11 @@ def _execute(ver, phase, cand, ccount, overflow, thr, ssum, known, alive, w, u, 
                     q_ver[k, e] = ver[i, j]
 
 
-BATCH = 64
+BATCH = 128
 
 
 @njit(cache=True)
-def run(ver, phase, order, cand, ccount, overflow, thr, ssum, known, alive,
+def run(ver, phase, pbin, order, cand, ccount, overflow, thr, ssum, known, alive,
         w, units, warmup, samples, latency, loss, death_node, death_time,
         snapshot, hist, bin_width, max_age, unit_excl, unit_incl, unit_known, dead_age,
         counters, seed, lanes):
@@ -260,8 +287,8 @@ def run(ver, phase, order, cand, ccount, overflow, thr, ssum, known, alive,
     np.random.seed(seed)
     n = ver.shape[0]
     kbuf = np.empty((lanes, n), np.float64)
-    ibuf = np.empty((lanes, n), np.int32)
-    abuf = np.empty((lanes, n), np.uint8)
+    ibuf = np.empty((lanes, n), cand.dtype)
+    abuf = np.empty((lanes, n), np.uint16)
     vbuf = np.empty((lanes, w), ver.dtype)
     own = np.full(n, -1.0)  # creation time of each node's own newest record
     mark = np.full(n, -1, np.int64)
@@ -275,7 +302,7 @@ def run(ver, phase, order, cand, ccount, overflow, thr, ssum, known, alive,
     q_time = np.empty(q, np.float64)
     q_dst = np.empty(q, np.int32)
     q_len = np.empty(q, np.int32)
-    q_idx = np.empty((q, w if delayed else 1), np.int32)
+    q_idx = np.empty((q, w if delayed else 1), cand.dtype)
     q_ver = np.empty((q, w if delayed else 1), ver.dtype)
     head = 0
     tail = 0
@@ -422,7 +449,7 @@ def run(ver, phase, order, cand, ccount, overflow, thr, ssum, known, alive,
                 ti += 1
                 nops += 1
             head = arr
-            _execute(ver, phase, cand, ccount, overflow, thr, ssum, known, alive, w, u,
+            _execute(ver, phase, pbin, cand, ccount, overflow, thr, ssum, known, alive, w, u,
                      nops, op_kind, op_node, op_dst, op_slot, kbuf, ibuf, abuf, vbuf, rescans,
                      q_dst, q_len, q_idx, q_ver)
             for b in range(nops):

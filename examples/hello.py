@@ -1,0 +1,27 @@
+"""Hello from an over-decomposed array: 8 elements on however many PEs, a reduction back to
+main. Run: shoal run -n 2 examples/hello.py"""
+
+import shoal
+
+
+class Hello(shoal.Chare):
+    def __init__(self, greeting):
+        self.greeting = greeting
+
+    def say(self, done):
+        pe = shoal.my_pe()
+        self.contribute([f"{self.greeting} from element {self.thisIndex[0]} on PE {pe}"],
+                        shoal.Reducer.sum, done)
+
+
+async def main():
+    arr = shoal.Array(Hello, 8, args=("hello",))
+    done = shoal.future()
+    arr.say(done)
+    for line in await done:
+        print(line)
+    print(f"{shoal.num_pes()} PEs, 8 elements")
+
+
+if __name__ == "__main__":
+    shoal.start(main)

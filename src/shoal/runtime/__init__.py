@@ -1,0 +1,23 @@
+"""Over-decomposed, message-driven, migratable objects over MPI (seed 002): the Charm++
+model in Python. See :mod:`shoal.runtime.core` for the scheduler and the protocols."""
+
+from shoal.runtime.api import (
+    Array,
+    Group,
+    create,
+    exit,
+    future,
+    my_pe,
+    num_pes,
+    quiescence,
+    start,
+    stats,
+)
+from shoal.runtime.channel import Channel
+from shoal.runtime.chare import Chare
+from shoal.runtime.core import Runtime
+from shoal.runtime.futures import Future
+from shoal.runtime.reducers import Reducer
+
+__all__ = ["Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime", "create",
+           "exit", "future", "my_pe", "num_pes", "quiescence", "start", "stats"]

@@ -1,0 +1,67 @@
+"""The functions a shoal program calls (seed 002, Section II-D; Section III-G for library
+mode). Every rank runs ``shoal.start(main)``; ``main`` runs on PE 0 and the others serve.
+"""
+
+from __future__ import annotations
+
+from shoal.runtime.core import Runtime, _OnPE, current
+from shoal.runtime.futures import Future
+from shoal.runtime.proxy import CollectionProxy, ElementProxy
+
+
+def start(main, *args, comm=None, **options) -> None:
+    """Run the runtime on every rank of ``comm`` (default MPI_COMM_WORLD) until
+    :func:`exit` or until ``main`` returns; ``main(*args)`` runs on PE 0, as a coroutine if
+    it is an ``async def``. ``options`` go to :class:`~shoal.runtime.core.Runtime`
+    (``poll_spin``, ``poll_max``, ``cpu_stats``). In library mode, pass the communicator of
+    the ranks that take part: control returns when the runtime exits."""
+    from mpi4py import MPI
+
+    Runtime(MPI.COMM_WORLD if comm is None else comm, **options).run(main, *args)
+
+
+def exit() -> None:  # noqa: A001 - the name Charm++ programmers know
+    """End the job on every PE."""
+    current().exit()
+
+
+def Array(cls, dims=None, *, ndims=None, args=(), map="block") -> CollectionProxy:  # noqa: N802
+    """Create a chare array of ``cls`` on every PE: dense with ``dims`` (1 to 6 of them;
+    element ``i`` starts on its home PE given by ``map``), or empty with ``ndims`` and
+    filled by ``insert``. Each element is built with ``cls(*args)``."""
+    return current().create("array", cls, dims, ndims, tuple(args), map)
+
+
+def Group(cls, *, args=()) -> CollectionProxy:  # noqa: N802
+    """Create one ``cls(*args)`` per PE; member ``p`` is ``group[p]`` and never migrates."""
+    rt = current()
+    return rt.create("group", cls, (rt.npes,), None, tuple(args), "block")
+
+
+def create(cls, *, args=(), pe: int = 0) -> ElementProxy:
+    """Create a single chare on PE ``pe`` and return its proxy."""
+    rt = current()
+    return rt.create("array", cls, (1,), None, tuple(args), _OnPE(pe))[0]
+
+
+def future() -> Future:
+    """A new future owned by this PE: pass it in a message, ``await`` it here."""
+    return current().future()
+
+
+def quiescence() -> Future:
+    """A future that resolves once no message is in flight or waiting anywhere."""
+    return current().quiescence()
+
+
+def my_pe() -> int:
+    return current().pe
+
+
+def num_pes() -> int:
+    return current().npes
+
+
+def stats() -> dict:
+    """This PE's instrumentation (see :meth:`Runtime.stats`)."""
+    return current().stats()

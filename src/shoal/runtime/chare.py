@@ -1,0 +1,58 @@
+"""The chare: a migratable object whose methods are invoked by messages (seed 002, II-D).
+
+Subclass :class:`Chare`; every public method is an entry method. A plain method runs to
+completion; an ``async def`` method may ``await`` futures, reductions and channels, and other
+chares of its PE run meanwhile. Inside a chare, ``self.thisIndex`` is its index,
+``self.thisProxy`` the proxy of its array or group, and ``self.thisProxy[self.thisIndex]``
+names itself.
+
+Migration packs the object with pickle: ``__getstate__``/``__setstate__`` are the PUP hook
+(seed 002, Fig. 3); by default the instance ``__dict__`` travels. ``on_migrated()`` runs on
+the new PE after arrival.
+"""
+
+from __future__ import annotations
+
+from shoal.runtime.proxy import CollectionProxy, ElementProxy
+
+
+class Chare:
+    """Base class of array elements, group members and single chares."""
+
+    _slot = None  # set by the runtime before __init__ runs
+
+    @property
+    def thisIndex(self) -> tuple:  # noqa: N802 - the name Charm++ programmers know
+        return self._slot.index
+
+    @property
+    def thisProxy(self) -> CollectionProxy:  # noqa: N802
+        return self._slot.coll.proxy
+
+    @property
+    def thisElement(self) -> ElementProxy:  # noqa: N802
+        return ElementProxy(self._slot.coll.cid, self._slot.index)
+
+    def migrate(self, pe: int) -> None:
+        """Move to ``pe`` once the current entry method returns (and no coroutine of this
+        chare is suspended): no message to it is lost, duplicated or reordered."""
+        from shoal.runtime.core import current
+
+        current().request_migration(self._slot, pe)
+
+    def contribute(self, value, reducer, target) -> None:
+        """Take part in the next reduction of this array or group: ``value`` is combined
+        with every other element's by ``reducer`` (a :class:`shoal.Reducer` or a two-argument
+        function) and the result goes to ``target``: a Future, or a proxy's method (an
+        element's, or a whole array's for a broadcast)."""
+        from shoal.runtime.core import current
+
+        current().contribute(self._slot, value, reducer, target)
+
+    def on_migrated(self) -> None:
+        """Called on the new PE after a migration."""
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_slot", None)
+        return state

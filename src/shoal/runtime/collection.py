@@ -1,0 +1,107 @@
+"""What one PE holds of a chare array or group: its local elements, where it believes the
+others are, and its share of reductions and broadcasts (seed 002, II-D).
+
+Location management: an element's home PE (its map) knows where it is (``where``; absent
+means "at home"); a PE an element left keeps a forwarding pointer (``forward``); other PEs
+cache locations (``cache``) and are corrected when a message had to be forwarded.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from shoal.runtime.maps import home
+from shoal.runtime.proxy import CollectionProxy
+
+HISTORY = 256  # broadcasts a PE keeps to replay to elements that migrate in behind them
+
+
+class Slot:
+    """The runtime's record of one local element; everything in it migrates with it.
+
+    ``expected[src]`` is the sequence number of the next message from sender ``src`` and
+    ``ooo`` holds messages that arrived ahead of it, so that messages between two elements
+    are delivered in the order they were sent whatever path they took. ``out[dst]`` numbers
+    the messages this element sends. ``redno`` counts its contributions, ``bcast`` the
+    broadcasts it has received.
+    """
+
+    __slots__ = ("coll", "index", "key", "obj", "expected", "ooo", "out", "redno", "bcast",
+                 "active", "migrate_to", "chan", "waiting", "stats")
+
+    def __init__(self, coll: Collection, index: tuple):
+        self.coll = coll
+        self.index = index
+        self.key = (coll.cid, index)
+        self.obj = None
+        self.expected: dict = {}
+        self.ooo: dict = {}
+        self.out: dict = {}
+        self.redno = 0
+        self.bcast = 0
+        self.active = 0  # suspended coroutines
+        self.migrate_to = None
+        self.chan: dict = {}  # channel key -> deque of values that arrived
+        self.waiting: dict = {}  # channel key -> deque of futures of pending receives
+        self.stats: dict = {}  # method -> [calls, wall seconds, cpu seconds]
+
+    def pack(self, queued: list) -> tuple:
+        """The migrating state (the object itself travels beside it)."""
+        return (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan,
+                self.stats, queued)
+
+    def unpack(self, state: tuple) -> list:
+        (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan, self.stats,
+         queued) = state
+        return queued
+
+
+class Collection:
+    """One PE's part of an array (``kind == "array"``) or group (``"group"``)."""
+
+    def __init__(self, cid: int, kind: str, cls, ndims: int, dims, mapping, npes: int):
+        self.cid = cid
+        self.kind = kind
+        self.cls = cls
+        self.ndims = ndims
+        self.dims = dims
+        self.map = mapping
+        self.npes = npes
+        self.proxy = CollectionProxy(cid, ndims)
+        self.local: dict[tuple, Slot] = {}
+        self.cache: dict[tuple, int] = {}
+        self.forward: dict[tuple, int] = {}
+        self.where: dict[tuple, int] = {}  # elements of this home PE that are elsewhere
+        self.absent: dict[tuple, list] = {}  # home: messages for elements not yet inserted
+        self.deleted: set = set()  # home: elements deleted
+        self.bcast_count = 0
+        self.history: deque = deque(maxlen=HISTORY)
+        # reductions: this PE's partial results, and how many local elements are done
+        self.partial: dict[int, list] = {}
+        self.done: dict[int, int] = {}
+        # the root (PE 0) only
+        self.total: dict[int, list] = {}
+        self.size = 0 if dims is None else _count(dims)
+        self.size_events: list[tuple[int, int]] = []
+        self.completed: set = set()
+        self.next_red = 0
+
+    def home(self, index: tuple) -> int:
+        return home(self.map, index, self.dims, self.npes)
+
+    def expected(self, r: int) -> int:
+        """How many elements take part in reduction ``r`` (at the root)."""
+        return self.size + sum(d for start, d in self.size_events if start <= r)
+
+    def complete(self, r: int) -> None:
+        self.completed.add(r)
+        while self.next_red in self.completed:
+            self.completed.discard(self.next_red)
+            self.next_red += 1
+
+
+def _count(dims: tuple) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n

@@ -1,0 +1,863 @@
+"""One PE of the runtime: a message-driven scheduler over MPI (seed 002, Sections II-III).
+
+Each MPI rank is a PE. Its scheduler alternates between the network (envelopes from other
+PEs) and a local queue of work (entry-method invocations, coroutine resumptions), lowest
+priority value first and FIFO among equals. When there is nothing to do it spins for
+``poll_spin`` seconds, then sleeps with exponential back-off up to ``poll_max`` seconds: a
+message that arrives while a PE sleeps waits at most ``poll_max`` (the latency / idle-CPU
+trade-off; an idle PE costs about 20 µs of CPU per sleep).
+
+Envelopes are tuples whose first field is their kind. Application envelopes are counted when
+created and when processed, for quiescence detection; location updates and the detection's
+own messages are not.
+"""
+
+from __future__ import annotations
+
+import heapq
+import sys
+import time
+import traceback
+from collections import deque
+from types import CoroutineType
+
+from shoal.errors import ShoalError, UsageError
+from shoal.runtime import reducers
+from shoal.runtime.collection import Collection, Slot
+from shoal.runtime.futures import Future, Task
+from shoal.runtime.maps import check_map, local_indices
+from shoal.runtime.proxy import CollectionProxy, ElementProxy, Method
+
+(INVOKE, BCAST_REQ, BCAST, FUT, CREATE, INSERT, CREATE_ONE, MIGRATE, SIZE, RED, EXIT_REQ,
+ QD_START, LOC, HOME, DELETED, QD_ASK, QD_REPLY, EXIT) = range(18)
+COUNTED = LOC  # kinds below this are application work, counted for quiescence
+ARITY = 4  # of the spanning trees over PEs
+CHANNEL = "\0channel"  # method name of channel data
+DELETE = "\0delete"  # method name of an element's deletion
+
+_current: Runtime | None = None
+
+
+def current() -> Runtime:
+    """The runtime of this process (one PE per process)."""
+    if _current is None:
+        raise ShoalError("the shoal runtime is not running here: call shoal.start(main) on "
+                         "every rank (or Runtime(comm).run(main) in library mode)")
+    return _current
+
+
+def children(pe: int, root: int, npes: int) -> list[int]:
+    rel = (pe - root) % npes
+    return [(k + root) % npes for k in range(rel * ARITY + 1, min(rel * ARITY + ARITY + 1, npes))]
+
+
+def parent(pe: int, root: int, npes: int) -> int:
+    return ((((pe - root) % npes) - 1) // ARITY + root) % npes
+
+
+class _OnPE:
+    """The map of a single chare: everything on one PE."""
+
+    def __init__(self, pe: int):
+        self.pe = pe
+
+    def __call__(self, index, dims, npes) -> int:
+        return self.pe
+
+
+class Runtime:
+    """The scheduler, location manager and collectives of one PE.
+
+    ``poll_spin`` and ``poll_max`` (seconds) set the idle back-off; ``cpu_stats`` adds the
+    CPU time of each entry method to the instrumentation (about 1 µs per call more).
+    """
+
+    def __init__(self, comm, *, poll_spin: float = 2e-4, poll_max: float = 1e-3,
+                 cpu_stats: bool = False):
+        from shoal.runtime.transport import Transport
+
+        if not (0 <= poll_spin and 0 < poll_max):
+            raise UsageError("poll_spin must be >= 0 and poll_max > 0 (seconds)")
+        self.net = Transport(comm)
+        self.pe = self.net.rank
+        self.npes = self.net.size
+        self.poll_spin = poll_spin
+        self.poll_max = poll_max
+        self.cpu_stats = cpu_stats
+        self.colls: dict[int, Collection] = {}
+        self.early: dict[int, list] = {}  # envelopes for collections not yet created here
+        self.futures: dict[int, Future] = {}
+        self.nfut = 0
+        self.ncoll = 0
+        self.pe_key = (-1, self.pe)
+        self.pe_out: dict = {}
+        self.current: Slot | None = None
+        self.fifo: deque = deque()
+        self.heap: list = []
+        self.nheap = 0
+        self.timers: list = []
+        self.running = False
+        self.created = 0
+        self.processed = 0
+        self.idle = 0.0
+        self.comm_stats: dict = {}  # (src key, dst key) -> [messages, bytes]
+        self._work = None  # what runs now, for error reports
+        # quiescence detection (waves from PE 0)
+        self.qd_waiters: list = []
+        self.qd_wave = 0
+        self.qd_acc: list = [0, 0, 0]  # created, processed, replies of the current wave
+        self.qd_last = None
+        self.qd_delay = 5e-4
+
+    # ----------------------------------------------------------------- start and stop
+    def run(self, main=None, *args) -> None:
+        """Run the scheduler until ``exit``; ``main(*args)`` runs on PE 0 (a coroutine
+        function or a plain one) and the job exits when it returns."""
+        global _current
+        if _current is not None:
+            raise ShoalError("a shoal runtime is already running in this process")
+        _current = self
+        try:
+            self.running = True
+            if self.pe == 0 and main is not None:
+                self._push(0, _MAIN, main, args)
+            self._loop()
+            self._finish()
+        except BaseException as exc:  # noqa: BLE001 - one failing PE ends the whole job
+            self._abort(exc)
+        finally:
+            _current = None
+
+    def exit(self) -> None:
+        """End the job on every PE."""
+        self._send(0, (EXIT_REQ,))
+
+    def _abort(self, exc: BaseException) -> None:
+        where = f"PE {self.pe}"
+        if self._work is not None:
+            slot, method = self._work
+            if slot is not None:
+                where += f", {slot.coll.cls.__name__}{list(slot.index)}.{method}"
+            else:
+                where += f", {method}"
+        text = "".join(traceback.format_exception(exc))
+        sys.stderr.write(f"shoal: {where}: {text}")
+        sys.stderr.flush()
+        self.net.comm.Abort(1)
+
+    def _finish(self) -> None:
+        """Let every send complete and every PE stop before the communicators go away."""
+        sleep = 1e-5
+        while not self.net.reap():
+            if self.net.poll() is None:
+                time.sleep(sleep)
+                sleep = min(2 * sleep, self.poll_max)
+        req = self.net.comm.Ibarrier()
+        while not req.Test():
+            if self.net.poll() is None:
+                time.sleep(sleep)
+                sleep = min(2 * sleep, self.poll_max)
+        self.net.close()
+
+    # ----------------------------------------------------------------- the scheduler
+    def _push(self, prio: int, kind, a, b) -> None:
+        self.created += 1
+        if prio == 0:
+            self.fifo.append((kind, a, b))
+        else:
+            self.nheap += 1
+            heapq.heappush(self.heap, (prio, self.nheap, kind, a, b))
+
+    def _pop(self):
+        heap = self.heap
+        if heap and (heap[0][0] < 0 or not self.fifo):
+            return heapq.heappop(heap)[2:]
+        return self.fifo.popleft()
+
+    def _loop(self) -> None:
+        poll = self.net.poll
+        handle = self._handle
+        idle_from = None
+        sleep = 1e-5
+        while self.running:
+            busy = False
+            for _ in range(32):
+                got = poll()
+                if got is None:
+                    break
+                busy = True
+                handle(got[0], got[1], got[2])
+            n = 0
+            while (self.fifo or self.heap) and n < 32:
+                kind, a, b = self._pop()
+                self.processed += 1
+                kind(self, a, b)
+                n += 1
+            if self.timers and self.timers[0][0] <= time.perf_counter():
+                _, _, fn = heapq.heappop(self.timers)
+                fn()
+                busy = True
+            if busy or n:
+                if idle_from is not None:
+                    self.idle += time.perf_counter() - idle_from
+                    idle_from = None
+                    sleep = 1e-5
+                continue
+            now = time.perf_counter()
+            if idle_from is None:
+                idle_from = now
+                self.net.reap()
+            elif now - idle_from > self.poll_spin:
+                time.sleep(sleep)
+                sleep = min(2 * sleep, self.poll_max)
+        if idle_from is not None:
+            self.idle += time.perf_counter() - idle_from
+
+    def _after(self, delay: float, fn) -> None:
+        self.nheap += 1
+        heapq.heappush(self.timers, (time.perf_counter() + delay, self.nheap, fn))
+
+    def _send(self, dest: int, env: tuple) -> int:
+        """Send an envelope; to this PE it goes through the local queue (no pickling)."""
+        if dest == self.pe:
+            self._push(0, _ENVELOPE, env, None)
+            return 0
+        if env[0] < COUNTED:
+            self.created += 1
+        return self.net.send(dest, env)
+
+    def _handle(self, src: int, env: tuple, nbytes: int) -> None:
+        kind = env[0]
+        if kind < COUNTED:
+            self.processed += 1
+        _HANDLERS[kind](self, env)
+
+    # ----------------------------------------------------------------- collections
+    def create(self, kind: str, cls, dims, ndims, args: tuple, mapping) -> CollectionProxy:
+        """Create an array (``dims`` dense, or ``ndims`` sparse) or a group on every PE."""
+        from shoal.runtime.chare import Chare
+
+        if not (isinstance(cls, type) and issubclass(cls, Chare)):
+            raise UsageError(f"{cls!r} is not a subclass of shoal.Chare")
+        check_map(mapping)
+        if dims is not None:
+            dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+            if not all(isinstance(d, int) and d > 0 for d in dims):
+                raise UsageError(f"dims must be positive integers, not {dims!r}")
+            ndims = len(dims)
+        if not (isinstance(ndims, int) and 1 <= ndims <= 6):
+            raise UsageError(f"an array has 1 to 6 dimensions (got {ndims!r}): give dims=(...) "
+                             "or ndims=k for an array filled by insertion")
+        cid = (self.pe << 20) | self.ncoll
+        self.ncoll += 1
+        self._on_create((CREATE, self.pe, cid, kind, cls, ndims, dims, mapping, args))
+        return CollectionProxy(cid, ndims)
+
+    def _on_create(self, env) -> None:
+        _, root, cid, kind, cls, ndims, dims, mapping, args = env
+        for child in children(self.pe, root, self.npes):
+            self._send(child, env)
+        coll = Collection(cid, kind, cls, ndims, dims, mapping, self.npes)
+        self.colls[cid] = coll
+        if dims is not None:
+            for index in local_indices(mapping, dims, self.npes, self.pe):
+                self._construct(coll, index, args)
+        for early in self.early.pop(cid, ()):
+            _HANDLERS[early[0]](self, early)
+
+    def _construct(self, coll: Collection, index: tuple, args: tuple) -> Slot:
+        slot = Slot(coll, index)
+        obj = coll.cls.__new__(coll.cls)
+        obj._slot = slot
+        slot.obj = obj
+        coll.local[index] = slot
+        saved, self.current = self.current, slot
+        saved_work, self._work = self._work, (slot, "__init__")
+        obj.__init__(*args)
+        self.current, self._work = saved, saved_work
+        return slot
+
+    def _coll(self, cid: int, env) -> Collection | None:
+        """The collection, or None after parking ``env`` until its creation arrives."""
+        coll = self.colls.get(cid)
+        if coll is None:
+            self.early.setdefault(cid, []).append(env)
+        return coll
+
+    def insert(self, proxy: CollectionProxy, index: tuple, args: tuple, pe) -> None:
+        if pe is not None and not (isinstance(pe, int) and 0 <= pe < self.npes):
+            raise UsageError(f"pe must lie in [0, {self.npes}) (got {pe!r})")
+        slot = self.current
+        start = slot.redno if slot is not None and slot.coll.cid == proxy.cid else None
+        self._send(0, (INSERT, proxy.cid, index, args, pe, start))
+
+    def _on_insert(self, env) -> None:
+        _, cid, index, args, pe, start = env
+        coll = self._coll(cid, env)
+        if coll is None:
+            return
+        if start is None:
+            start = coll.next_red
+        coll.size_events.append((start, 1))
+        dest = coll.home(index) if pe is None else pe
+        self._send(dest, (CREATE_ONE, cid, index, args, start, coll.bcast_count))
+
+    def _on_create_one(self, env) -> None:
+        _, cid, index, args, start, bcast = env
+        coll = self._coll(cid, env)
+        if coll is None:
+            return
+        if index in coll.local:
+            raise UsageError(f"element {list(index)} of {coll.cls.__name__} already exists")
+        slot = self._construct(coll, index, args)
+        slot.redno = start
+        slot.bcast = bcast
+        self._arrived(coll, slot)
+
+    def delete(self, proxy: CollectionProxy, index: tuple) -> None:
+        self._invoke_remote(proxy.cid, index, DELETE, (), None, 0, None)
+
+    # ----------------------------------------------------------------- entry methods
+    def call(self, target, name: str, args: tuple, kwargs, ret: bool, prio: int):
+        """Send ``name(*args, **kwargs)`` to an element or (broadcast) a whole collection."""
+        fut = self.future() if ret else None
+        if isinstance(target, ElementProxy):
+            self._invoke_remote(target.cid, target.index, name, args, kwargs, prio, fut)
+        elif isinstance(target, CollectionProxy):
+            if ret:
+                raise UsageError("ret=True needs one element; for a result from every "
+                                 "element, let them contribute to a reduction")
+            self._send(0, (BCAST_REQ, target.cid, name, args, kwargs, prio))
+        else:
+            raise UsageError(f"cannot send to {target!r}: not a proxy")
+        return fut
+
+    def _invoke_remote(self, cid, index, name, args, kwargs, prio, fut) -> None:
+        src_slot = self.current
+        if src_slot is None:
+            src, out = self.pe_key, self.pe_out
+        else:
+            src, out = src_slot.key, src_slot.out
+        dst = (cid, index)
+        seq = out.get(dst, 0)
+        out[dst] = seq + 1
+        env = (INVOKE, cid, index, name, args, kwargs, src, seq, prio, fut, self.pe, 0)
+        coll = self.colls.get(cid)
+        stat = self.comm_stats.get((src, dst))
+        if stat is None:
+            stat = self.comm_stats[(src, dst)] = [0, 0]
+        stat[0] += 1
+        if coll is None:  # its creation has not reached this PE yet
+            self.early.setdefault(cid, []).append(env)
+            return
+        slot = coll.local.get(index)
+        if slot is not None:  # same PE: no serialisation
+            self._accept(slot, env)
+            return
+        dest = coll.cache.get(index)
+        if dest is None:
+            dest = coll.home(index)
+        stat[1] += self._send(dest, env)
+
+    def _on_invoke(self, env) -> None:
+        coll = self._coll(env[1], env)
+        if coll is None:
+            return
+        index = env[2]
+        slot = coll.local.get(index)
+        if slot is None:
+            self._route(coll, env)
+            return
+        if env[11] and env[10] != self.pe:  # it was forwarded: correct the sender's cache
+            self.net.send(env[10], (LOC, coll.cid, index, self.pe))
+        self._accept(slot, env)
+
+    def _route(self, coll: Collection, env) -> None:
+        """Forward an envelope for an element that is not here."""
+        index = env[2]
+        dest = coll.forward.get(index)
+        if dest is None:
+            h = coll.home(index)
+            if h != self.pe:
+                dest = h
+            elif index in coll.where:
+                dest = coll.where[index]
+            elif index in coll.deleted:
+                raise UsageError(f"a message ({env[3]!r}) was sent to element {list(index)} of "
+                                 f"{coll.cls.__name__} after it was deleted")
+            else:  # not inserted yet: the home keeps it until the element exists
+                self.created += 1
+                coll.absent.setdefault(index, []).append(env)
+                return
+        self._send(dest, env[:11] + (env[11] + 1,))
+
+    def _accept(self, slot: Slot, env) -> None:
+        """Queue a message in the order its sender sent it (sequence numbers per pair)."""
+        src, seq = env[6], env[7]
+        expected = slot.expected
+        exp = expected.get(src, 0)
+        if seq != exp:
+            if seq < exp:
+                raise ShoalError(f"internal: duplicate message {env[3]!r} to {slot.key}")
+            slot.ooo[(src, seq)] = env
+            return
+        while True:
+            expected[src] = seq + 1
+            self._push(env[8], _INVOKE, slot, env)
+            if not slot.ooo:
+                return
+            seq += 1
+            env = slot.ooo.pop((src, seq), None)
+            if env is None:
+                return
+
+    def _run_invoke(self, slot: Slot, env) -> None:
+        coll = slot.coll
+        if coll.local.get(slot.index) is not slot:
+            raise ShoalError(f"internal: message {env[3]!r} for an element no longer here")
+        name = env[3]
+        if name == CHANNEL:
+            self._channel_data(slot, env[4][0], env[4][1])
+            return
+        if name == DELETE:
+            self._delete_here(slot)
+            return
+        self._work = (slot, name)
+        self.current = slot
+        try:
+            fn = getattr(slot.obj, name)
+        except AttributeError:
+            raise UsageError(f"{coll.cls.__name__} has no entry method {name!r}") from None
+        t0 = time.perf_counter()
+        c0 = time.thread_time() if self.cpu_stats else 0.0
+        kwargs = env[5]
+        res = fn(*env[4], **kwargs) if kwargs else fn(*env[4])
+        if type(res) is CoroutineType:
+            slot.active += 1
+            self._step(Task(res, slot, env[9], name), None)
+        elif env[9] is not None:
+            self.resolve(env[9].pe, env[9].fid, res)
+        st = slot.stats.get(name)
+        if st is None:
+            st = slot.stats[name] = [0, 0.0, 0.0]
+        st[0] += 1
+        st[1] += time.perf_counter() - t0
+        if self.cpu_stats:
+            st[2] += time.thread_time() - c0
+        self.current = None
+        self._work = None
+        if slot.migrate_to is not None and slot.active == 0:
+            self._migrate_out(slot)
+
+    # ----------------------------------------------------------------- coroutines, futures
+    def _on_fut(self, env) -> None:
+        self.resolve(self.pe, env[1], env[2])
+
+    def future(self) -> Future:
+        """A new future owned by this PE."""
+        self.nfut += 1
+        fut = Future(self.pe, self.nfut)
+        self.futures[self.nfut] = fut
+        return fut
+
+    def resolve(self, pe: int, fid: int, value) -> None:
+        if pe != self.pe:
+            self._send(pe, (FUT, fid, value))
+            return
+        fut = self.futures.pop(fid, None)
+        if fut is None:
+            raise UsageError(f"future {fid} of PE {pe} received a second value")
+        fut.done = True
+        fut.value = value
+        for task in fut.waiters:
+            self._push(0, _RESUME, task, value)
+        fut.waiters = []
+
+    def _step(self, task: Task, value) -> None:
+        slot = task.slot
+        self.current = slot
+        self._work = (slot, task.name)
+        try:
+            fut = task.coro.send(value)
+        except StopIteration as stop:
+            self.current = None
+            if slot is not None:
+                slot.active -= 1
+            if task.fut is not None:
+                self.resolve(task.fut.pe, task.fut.fid, stop.value)
+            if slot is None:  # main returned
+                self.exit()
+            elif slot.migrate_to is not None and slot.active == 0:
+                self._migrate_out(slot)
+            return
+        self.current = None
+        if not isinstance(fut, Future):
+            raise UsageError(f"{task.name} awaited {fut!r}: a shoal coroutine may await "
+                             "futures, reductions, channels and shoal.quiescence() only")
+        fut.waiters.append(task)
+
+    # ----------------------------------------------------------------- broadcasts
+    def _on_bcast_req(self, env) -> None:
+        _, cid, name, args, kwargs, prio = env
+        coll = self._coll(cid, env)
+        if coll is None:
+            return
+        self._on_bcast((BCAST, cid, coll.bcast_count + 1, name, args, kwargs, prio))
+
+    def _on_bcast(self, env) -> None:
+        coll = self._coll(env[1], env)
+        if coll is None:
+            return
+        for child in children(self.pe, 0, self.npes):
+            self._send(child, env)
+        num = env[2]
+        coll.bcast_count = num
+        coll.history.append(env)
+        for slot in list(coll.local.values()):
+            if slot.bcast < num:
+                slot.bcast = num
+                self._push(env[6], _BCAST, slot, env)
+
+    def _run_bcast(self, slot: Slot, env) -> None:
+        _, _, _, name, args, kwargs, prio = env
+        self._run_invoke(slot, (INVOKE, slot.coll.cid, slot.index, name, args, kwargs,
+                                None, 0, prio, None, self.pe, 0))
+
+    def _catch_up(self, coll: Collection, slot: Slot) -> None:
+        """Deliver the broadcasts an element missed while it migrated."""
+        if slot.bcast >= coll.bcast_count:
+            return
+        missed = [env for env in coll.history if env[2] > slot.bcast]
+        if not missed or missed[0][2] != slot.bcast + 1:
+            raise ShoalError(f"element {list(slot.index)} of {coll.cls.__name__} missed more "
+                             f"than {coll.history.maxlen} broadcasts while migrating")
+        for env in missed:
+            self._push(env[6], _BCAST, slot, env)
+        slot.bcast = coll.bcast_count
+
+    # ----------------------------------------------------------------- migration
+    def request_migration(self, slot: Slot, pe: int) -> None:
+        if slot.coll.kind != "array":
+            raise UsageError("only array elements migrate (group members stay on their PE)")
+        if not (isinstance(pe, int) and 0 <= pe < self.npes):
+            raise UsageError(f"migrate to a PE in [0, {self.npes}) (got {pe!r})")
+        slot.migrate_to = pe
+
+    def _migrate_out(self, slot: Slot) -> None:
+        dest = slot.migrate_to
+        slot.migrate_to = None
+        if dest == self.pe:
+            return
+        coll = slot.coll
+        queued = self._extract(slot)
+        del coll.local[slot.index]
+        coll.forward[slot.index] = dest
+        coll.cache.pop(slot.index, None)
+        if coll.home(slot.index) == self.pe:
+            coll.where[slot.index] = dest
+        for r in coll.done:
+            if slot.redno > r:
+                coll.done[r] -= 1
+        obj = slot.obj
+        obj.__dict__.pop("_slot", None)
+        self._send(dest, (MIGRATE, coll.cid, slot.index, obj, slot.pack(queued)))
+        for r in list(coll.partial):
+            self._red_check(coll, r)
+
+    def _extract(self, slot: Slot) -> list:
+        """Take the queued messages of a leaving element out of the queue, in order."""
+        mine = [e for e in self.fifo if e[1] is slot]
+        if mine:
+            self.fifo = deque(e for e in self.fifo if e[1] is not slot)
+        hmine = sorted(e for e in self.heap if e[3] is slot)
+        if hmine:
+            self.heap = [e for e in self.heap if e[3] is not slot]
+            heapq.heapify(self.heap)
+        self.processed += len(mine) + len(hmine)  # they travel, and count again there
+        return [(e[0] is _BCAST, e[2]) for e in mine] + [(e[2] is _BCAST, e[4]) for e in hmine]
+
+    def _on_migrate(self, env) -> None:
+        _, cid, index, obj, state = env
+        coll = self._coll(cid, env)
+        if coll is None:
+            return
+        slot = Slot(coll, index)
+        queued = slot.unpack(state)
+        slot.obj = obj
+        obj._slot = slot
+        coll.local[index] = slot
+        coll.forward.pop(index, None)
+        for r in coll.done:
+            if slot.redno > r:
+                coll.done[r] += 1
+        for is_bcast, qenv in queued:
+            self._push(qenv[6] if is_bcast else qenv[8], _BCAST if is_bcast else _INVOKE,
+                       slot, qenv)
+        for src, seq in [k for k in slot.ooo if k[1] == slot.expected.get(k[0], 0)]:
+            self._accept(slot, slot.ooo.pop((src, seq)))
+        self._arrived(coll, slot)
+        self.current = slot
+        self._work = (slot, "on_migrated")
+        obj.on_migrated()
+        self.current = None
+        self._work = None
+
+    def _arrived(self, coll: Collection, slot: Slot) -> None:
+        """Tell the home where the element is; deliver what waited for it."""
+        h = coll.home(slot.index)
+        if h == self.pe:
+            self._on_home((HOME, coll.cid, slot.index, self.pe))
+        else:
+            self.net.send(h, (HOME, coll.cid, slot.index, self.pe))
+        self._catch_up(coll, slot)
+
+    def _on_home(self, env) -> None:
+        _, cid, index, pe = env
+        coll = self._coll(cid, env)
+        if coll is None:
+            return
+        if pe == self.pe:
+            coll.where.pop(index, None)
+        else:
+            coll.where[index] = pe
+        for waiting in coll.absent.pop(index, ()):
+            self.processed += 1
+            if pe == self.pe:
+                self._on_invoke(waiting)
+            else:
+                self._send(pe, waiting)
+
+    def _on_loc(self, env) -> None:
+        _, cid, index, pe = env
+        coll = self.colls.get(cid)
+        if coll is not None and index not in coll.local:
+            coll.cache[index] = pe
+
+    def _delete_here(self, slot: Slot) -> None:
+        coll = slot.coll
+        if coll.kind != "array":
+            raise UsageError("only array elements can be deleted")
+        queued = self._extract(slot)
+        if queued:
+            raise UsageError(f"element {list(slot.index)} of {coll.cls.__name__} was deleted "
+                             f"with {len(queued)} message(s) still to run")
+        del coll.local[slot.index]
+        for r in coll.done:
+            if slot.redno > r:
+                coll.done[r] -= 1
+        self._send(coll.home(slot.index), (DELETED, coll.cid, slot.index))
+        self._send(0, (SIZE, coll.cid, slot.redno, -1))
+        for r in list(coll.partial):
+            self._red_check(coll, r)
+
+    def _on_deleted(self, env) -> None:
+        coll = self.colls[env[1]]
+        coll.where.pop(env[2], None)
+        coll.deleted.add(env[2])
+
+    def _on_size(self, env) -> None:
+        _, cid, start, delta = env
+        coll = self.colls[cid]
+        coll.size_events.append((start, delta))
+        for r in list(coll.total):
+            self._red_root(coll, r)
+
+    # ----------------------------------------------------------------- reductions
+    def contribute(self, slot: Slot, value, reducer, target) -> None:
+        reducers.combiner(reducer)
+        if not isinstance(target, (Future, Method)):
+            raise UsageError(f"a reduction's target is a Future or a proxy method, not "
+                             f"{target!r}")
+        coll = slot.coll
+        r = slot.redno
+        slot.redno += 1
+        if reducer is reducers.Reducer.gather:
+            value = [(slot.index, value)]
+        if r in coll.done:
+            coll.done[r] += 1
+        self._red_add(coll, r, value, 1, reducer, target)
+
+    def _red_add(self, coll: Collection, r: int, value, count: int, reducer, target) -> None:
+        part = coll.partial.get(r)
+        if part is None:
+            coll.partial[r] = [value, count, reducer, target]
+        else:
+            part[0] = reducers.combiner(reducer)(part[0], value)
+            part[1] += count
+        self._red_check(coll, r)
+
+    def _red_check(self, coll: Collection, r: int) -> None:
+        """Pass this PE's partial result of reduction ``r`` up the tree once every local
+        element has contributed (late contributions follow in further partials)."""
+        done = coll.done.get(r)
+        if done is None:
+            done = coll.done[r] = sum(1 for s in coll.local.values() if s.redno > r)
+        if done < len(coll.local):
+            return
+        del coll.done[r]
+        value, count, reducer, target = coll.partial.pop(r)
+        if self.pe == 0:
+            total = coll.total.get(r)
+            if total is None:
+                coll.total[r] = [value, count, reducer, target]
+            else:
+                total[0] = reducers.combiner(reducer)(total[0], value)
+                total[1] += count
+            self._red_root(coll, r)
+        else:
+            self._send(parent(self.pe, 0, self.npes),
+                       (RED, coll.cid, r, value, count, reducer, target))
+
+    def _on_red(self, env) -> None:
+        _, cid, r, value, count, reducer, target = env
+        coll = self._coll(cid, env)
+        if coll is not None:
+            self._red_add(coll, r, value, count, reducer, target)
+
+    def _red_root(self, coll: Collection, r: int) -> None:
+        total = coll.total.get(r)
+        if total is None or total[1] < coll.expected(r):
+            return
+        del coll.total[r]
+        coll.complete(r)
+        value, _, reducer, target = total
+        if reducer is reducers.Reducer.gather:
+            value = [v for _, v in sorted(value, key=lambda iv: iv[0])]
+        if isinstance(target, Future):
+            self.resolve(target.pe, target.fid, value)
+        else:
+            saved, self.current = self.current, None
+            target(value)
+            self.current = saved
+
+    # ----------------------------------------------------------------- channels
+    def channel_send(self, key, remote: ElementProxy, value) -> None:
+        self._invoke_remote(remote.cid, remote.index, CHANNEL, (key, value), None, 0, None)
+
+    def channel_recv(self, slot: Slot, key) -> Future:
+        fut = self.future()
+        box = slot.chan.get(key)
+        if box:
+            self.resolve(self.pe, fut.fid, box.popleft())
+        else:
+            slot.waiting.setdefault(key, deque()).append(fut)
+        return fut
+
+    def _channel_data(self, slot: Slot, key, value) -> None:
+        waiters = slot.waiting.get(key)
+        if waiters:
+            fut = waiters.popleft()
+            self.resolve(fut.pe, fut.fid, value)
+        else:
+            slot.chan.setdefault(key, deque()).append(value)
+
+    # ----------------------------------------------------------------- quiescence
+    def quiescence(self) -> Future:
+        """A future that resolves when no application message is in flight or queued
+        anywhere (counting waves over a spanning tree, two equal in a row)."""
+        fut = self.future()
+        self._send(0, (QD_START, fut))
+        return fut
+
+    def _on_qd_start(self, env) -> None:
+        self.qd_waiters.append(env[1])
+        if len(self.qd_waiters) == 1:
+            self.qd_last = None
+            self.qd_delay = 5e-4
+            self._qd_wave()
+
+    def _qd_wave(self) -> None:
+        self.qd_wave += 1
+        self._on_qd_ask((QD_ASK, self.qd_wave))
+
+    def _on_qd_ask(self, env) -> None:
+        self.qd_wave = env[1]
+        kids = children(self.pe, 0, self.npes)
+        self.qd_acc = [0, 0, len(kids)]
+        for child in kids:
+            self.net.send(child, env)
+        self._qd_reply_if_done()
+
+    def _on_qd_reply(self, env) -> None:
+        _, wave, created, processed = env
+        if wave != self.qd_wave:
+            return
+        self.qd_acc[0] += created
+        self.qd_acc[1] += processed
+        self.qd_acc[2] -= 1
+        self._qd_reply_if_done()
+
+    def _qd_reply_if_done(self) -> None:
+        acc = self.qd_acc
+        if acc[2] > 0:
+            return
+        created = acc[0] + self.created
+        processed = acc[1] + self.processed
+        if self.pe != 0:
+            self.net.send(parent(self.pe, 0, self.npes),
+                          (QD_REPLY, self.qd_wave, created, processed))
+            return
+        # the counts of this PE include its own queue: PE 0 is idle only if it is empty
+        now = (created, processed)
+        if created == processed and now == self.qd_last:
+            waiters, self.qd_waiters = self.qd_waiters, []
+            for fut in waiters:
+                self.resolve(fut.pe, fut.fid, None)
+            return
+        self.qd_last = now if created == processed else None
+        self.qd_delay = min(2 * self.qd_delay, 0.05)
+        self._after(self.qd_delay, self._qd_wave)
+
+    # ----------------------------------------------------------------- exit
+    def _on_exit_req(self, env) -> None:
+        self._on_exit((EXIT,))
+
+    def _on_exit(self, env) -> None:
+        for child in children(self.pe, 0, self.npes):
+            self.net.send(child, env)
+        self.running = False
+
+    # ----------------------------------------------------------------- statistics
+    def stats(self) -> dict:
+        """Instrumentation of this PE for a load balancer: per local element and entry
+        method (calls, wall seconds, CPU seconds if ``cpu_stats``), messages and bytes sent
+        per (sender, receiver) pair from this PE, and idle seconds."""
+        elements = {slot.key: {m: tuple(v) for m, v in slot.stats.items()}
+                    for coll in self.colls.values() for slot in coll.local.values()}
+        return {"pe": self.pe, "elements": elements, "idle": self.idle,
+                "comm": {k: tuple(v) for k, v in self.comm_stats.items()},
+                "bytes_sent": self.net.bytes_sent}
+
+
+def _envelope(rt: Runtime, env, _) -> None:
+    _HANDLERS[env[0]](rt, env)  # counted once, as a queue entry
+
+
+def _main(rt: Runtime, main, args) -> None:
+    rt._work = (None, "main")
+    res = main(*args)
+    if type(res) is CoroutineType:
+        rt._step(Task(res, None, None, "main"), None)
+    else:
+        rt.exit()
+
+
+def _resume(rt: Runtime, task: Task, value) -> None:
+    rt._step(task, value)
+
+
+_INVOKE = Runtime._run_invoke
+_BCAST = Runtime._run_bcast
+_ENVELOPE = _envelope
+_MAIN = _main
+_RESUME = _resume
+
+_HANDLERS = {
+    INVOKE: Runtime._on_invoke, BCAST_REQ: Runtime._on_bcast_req, BCAST: Runtime._on_bcast,
+    FUT: Runtime._on_fut,
+    CREATE: Runtime._on_create, INSERT: Runtime._on_insert,
+    CREATE_ONE: Runtime._on_create_one, MIGRATE: Runtime._on_migrate, SIZE: Runtime._on_size,
+    RED: Runtime._on_red, EXIT_REQ: Runtime._on_exit_req, QD_START: Runtime._on_qd_start,
+    LOC: Runtime._on_loc, HOME: Runtime._on_home, DELETED: Runtime._on_deleted,
+    QD_ASK: Runtime._on_qd_ask, QD_REPLY: Runtime._on_qd_reply, EXIT: Runtime._on_exit,
+}

@@ -1,0 +1,76 @@
+"""Futures and the coroutines that wait on them (seed 002, Section II-B: asynchronous
+message-driven execution; a suspended coroutine lets other objects of its PE run).
+
+A :class:`Future` lives on the PE that created it. It may be sent anywhere inside a message;
+``fut.send(value)`` on any PE delivers the value to the owner, which resumes every coroutine
+that awaits it. Only the owner may await it. There is no blocking ``get``: a scheduler that
+blocked could not deliver the message that unblocks it.
+"""
+
+from __future__ import annotations
+
+from shoal.errors import ShoalError
+
+
+class Future:
+    """A value that arrives later. ``await fut`` inside an ``async def`` entry method (or
+    ``main``) suspends until it does; ``fut.send(value)`` provides it, once."""
+
+    __slots__ = ("pe", "fid", "done", "value", "waiters")
+
+    def __init__(self, pe: int, fid: int):
+        self.pe = pe
+        self.fid = fid
+        self.done = False
+        self.value = None
+        self.waiters: list = []
+
+    def send(self, value=None) -> None:
+        """Provide the value (from any PE)."""
+        from shoal.runtime.core import current
+
+        current().resolve(self.pe, self.fid, value)
+
+    def __await__(self):
+        if not self.done:
+            if self.fid not in _owner_table():
+                raise ShoalError(f"a future may only be awaited on its own PE ({self.pe})")
+            yield self
+        return self.value
+
+    def __reduce__(self):
+        return (_rebuild, (self.pe, self.fid))
+
+    def __repr__(self) -> str:
+        state = f"done={self.value!r}" if self.done else "pending"
+        return f"Future(pe={self.pe}, id={self.fid}, {state})"
+
+
+def _owner_table() -> dict:
+    from shoal.runtime.core import current
+
+    return current().futures
+
+
+def _rebuild(pe: int, fid: int) -> Future:
+    """Unpickle: the owner gets its own object back, other PEs a handle for ``send``."""
+    from shoal.runtime.core import current
+
+    rt = current()
+    if pe == rt.pe:
+        fut = rt.futures.get(fid)
+        if fut is not None:
+            return fut
+    return Future(pe, fid)
+
+
+class Task:
+    """A running coroutine: an ``async def`` entry method (of ``slot``) or ``main``."""
+
+    __slots__ = ("coro", "slot", "fut", "name")
+
+    def __init__(self, coro, slot, fut, name: str):
+        self.coro = coro
+        self.slot = slot
+        self.fut = fut  # receives the coroutine's return value, or None
+        self.name = name

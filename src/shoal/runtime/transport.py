@@ -1,0 +1,97 @@
+"""Envelopes between PEs over MPI: pickle protocol 5 with numpy buffers out of band.
+
+An envelope is pickled once. Every contiguous buffer of at least ``OOB_MIN`` bytes (numpy
+arrays, bytes-likes that support protocol 5) leaves the pickle and travels as its own MPI
+message, sent from and received into its memory, never copied into the pickle: the header's
+MPI tag is the number of such buffers, and they follow on a second communicator, in order
+(MPI keeps the order of messages between two ranks on one communicator and tag). Smaller
+buffers stay in-band: one MPI message is cheaper than two.
+
+Sends are non-blocking; the transport keeps each request and the memory it reads until MPI
+reports it complete (``reap``).
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+
+OOB_MIN = 8192  # bytes: smaller buffers are pickled in-band
+
+
+class Transport:
+    """Point-to-point envelopes among the ranks of ``comm`` (duplicated: shoal's traffic
+    never matches an application's receives)."""
+
+    def __init__(self, comm):
+        from mpi4py import MPI
+
+        self._mpi = MPI
+        self.comm = comm.Dup()
+        self._bufcomm = comm.Dup()
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        self._status = MPI.Status()
+        self._reqs: list = []
+        self._keep: list = []
+        self._oob: list = []
+        self.bytes_sent = 0
+
+    def _out_of_band(self, buf) -> bool:
+        raw = buf.raw()
+        if raw.nbytes < OOB_MIN:
+            return True  # in-band
+        self._oob.append(raw)
+        return False
+
+    def send(self, dest: int, env) -> int:
+        """Send ``env`` to rank ``dest``; returns the bytes put on the wire."""
+        self._oob.clear()
+        data = pickle.dumps(env, 5, buffer_callback=self._out_of_band)
+        byte = self._mpi.BYTE
+        nbytes = len(data)
+        self._reqs.append(self.comm.Isend([data, byte], dest, len(self._oob)))
+        self._keep.append(data)
+        for raw in self._oob:
+            self._reqs.append(self._bufcomm.Isend([raw, byte], dest, 0))
+            self._keep.append(raw)
+            nbytes += raw.nbytes
+        self._oob.clear()
+        self.bytes_sent += nbytes
+        if len(self._reqs) > 64:
+            self.reap()
+        return nbytes
+
+    def reap(self) -> bool:
+        """Release the memory of completed sends; True when none is in flight."""
+        if self._reqs and self._mpi.Request.Testall(self._reqs):
+            self._reqs.clear()
+            self._keep.clear()
+        return not self._reqs
+
+    def poll(self):
+        """One envelope that has arrived, as ``(source, envelope, nbytes)``, or None."""
+        status = self._status
+        msg = self.comm.Improbe(self._mpi.ANY_SOURCE, self._mpi.ANY_TAG, status)
+        if msg is None:
+            return None
+        src = status.Get_source()
+        nbuf = status.Get_tag()
+        nbytes = status.Get_count(self._mpi.BYTE)
+        data = bytearray(nbytes)
+        msg.Recv([data, self._mpi.BYTE])
+        bufs = []
+        for _ in range(nbuf):
+            part = self._bufcomm.Mprobe(src, 0, status)
+            size = status.Get_count(self._mpi.BYTE)
+            arr = np.empty(size, np.uint8)
+            part.Recv([arr, self._mpi.BYTE])
+            bufs.append(arr)
+            nbytes += size
+        return src, pickle.loads(data, buffers=bufs), nbytes
+
+    def close(self) -> None:
+        """Free the communicators (every send must have completed)."""
+        self._bufcomm.Free()
+        self.comm.Free()

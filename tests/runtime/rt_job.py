@@ -1,0 +1,376 @@
+"""Runtime scenarios run under mpiexec by test_runtime_mpi.py: ``python rt_job.py NAME``.
+Each scenario checks its own results (a failed assert aborts the job with the PE and the
+traceback) and PE 0 prints ``OK NAME`` plus the figures the test compares."""
+
+import random
+import sys
+
+import numpy as np
+
+import shoal
+from shoal import Reducer
+
+
+def user_max_abs(a, b):
+    return a if abs(a) >= abs(b) else b
+
+
+# ---------------------------------------------------------------- ordering, broadcast, futures
+class Receiver(shoal.Chare):
+    def __init__(self):
+        self.seen = {}
+        self.bcasts = []
+
+    def take(self, sender, k):
+        assert self.seen.get(sender, -1) == k - 1, (sender, k, self.seen.get(sender))
+        self.seen[sender] = k
+
+    def note(self, x):
+        self.bcasts.append(x)
+
+    def square(self, x):
+        return x * x
+
+    def report(self, fut):
+        self.contribute((sorted(self.seen.items()), self.bcasts), Reducer.gather, fut)
+
+
+async def order():
+    recv = shoal.Array(Receiver, 3, map="round_robin")
+    n = 600
+    for k in range(n):
+        recv[k % 3].take(-1, k // 3)
+    for x in range(5):
+        recv.note(x)
+    futs = [recv[i].square(i + 2, ret=True) for i in range(3)]
+    assert [await f for f in futs] == [4, 9, 16]
+    await shoal.quiescence()
+    done = shoal.future()
+    recv.report(done)
+    reports = await done
+    for seen, bcasts in reports:
+        assert seen == [(-1, n // 3 - 1)], seen
+        assert bcasts == [0, 1, 2, 3, 4], bcasts
+    print("OK order", n)
+
+
+# ---------------------------------------------------------------- reductions
+class Contrib(shoal.Chare):
+    def run(self, targets):
+        i = self.thisIndex[0]
+        self.contribute(i + 1, Reducer.sum, targets[0])
+        self.contribute(i + 1, Reducer.product, targets[1])
+        self.contribute(np.array([i, -i, 2 * i], dtype=np.float64), Reducer.max, targets[2])
+        self.contribute(np.full(3, i), Reducer.min, targets[3])
+        self.contribute(i >= 0, Reducer.logical_and, targets[4])
+        self.contribute(i == 3, Reducer.logical_or, targets[5])
+        self.contribute(i * 10, Reducer.gather, targets[6])
+        self.contribute(np.arange(1000) * i, Reducer.sum, targets[7])
+        self.contribute(i - 5, user_max_abs, targets[8])
+
+
+class Collector(shoal.Chare):
+    def __init__(self, fut):
+        self.fut = fut
+
+    def result(self, value):
+        self.fut.send(("method", value))
+
+
+async def reductions():
+    n = 7
+    arr = shoal.Array(Contrib, (n,))
+    futs = [shoal.future() for _ in range(9)]
+    arr.run(futs)
+    got = [await f for f in futs]
+    assert got[0] == n * (n + 1) // 2
+    assert got[1] == 5040
+    assert np.array_equal(got[2], [n - 1, 0, 2 * (n - 1)])
+    assert np.array_equal(got[3], [0, 0, 0])
+    assert got[4] is True and got[5] is True
+    assert got[6] == [10 * i for i in range(n)]
+    assert np.array_equal(got[7], np.arange(1000) * (n * (n - 1) // 2))
+    assert got[8] == -5
+    # reduction delivered to an entry method, over a 2-D array
+    fut = shoal.future()
+    col = shoal.create(Collector, args=(fut,), pe=shoal.num_pes() - 1)
+    grid = shoal.Array(Contrib2, (3, 4))
+    grid.run(col.result)
+    assert await fut == ("method", sum(i * 4 + j for i in range(3) for j in range(4)))
+    print("OK reductions")
+
+
+class Contrib2(shoal.Chare):
+    def run(self, target):
+        i, j = self.thisIndex
+        self.contribute(i * 4 + j, Reducer.sum, target)
+
+
+# ---------------------------------------------------------------- groups and priorities
+class PerPE(shoal.Chare):
+    def __init__(self):
+        self.order = []
+
+    def whoami(self, fut):
+        self.contribute([(self.thisIndex[0], shoal.my_pe())], Reducer.sum, fut)
+
+    def burst(self, fut):
+        me = self.thisProxy[self.thisIndex]
+        for p in (5, -3, 0, 2, -3, 0):
+            me.record(p, prio=p)
+        me.finish(fut, prio=10)
+
+    def record(self, p):
+        self.order.append(p)
+
+    def finish(self, fut):
+        self.contribute([self.order], Reducer.sum, fut)
+
+
+async def groups():
+    g = shoal.Group(PerPE)
+    fut = shoal.future()
+    g.whoami(fut)
+    pairs = await fut
+    assert sorted(pairs) == [(p, p) for p in range(shoal.num_pes())], pairs
+    fut = shoal.future()
+    g.burst(fut)
+    for order in await fut:
+        assert order == [-3, -3, 0, 0, 2, 5], order
+    print("OK groups")
+
+
+# ---------------------------------------------------------------- coroutines and channels
+class Ring(shoal.Chare):
+    def __init__(self, n):
+        self.n = n
+
+    async def run(self, steps, fut):
+        i = self.thisIndex[0]
+        left = shoal.Channel(self, self.thisProxy[(i - 1) % self.n])
+        right = shoal.Channel(self, self.thisProxy[(i + 1) % self.n])
+        value = float(i)
+        for step in range(steps):
+            right.send(np.full(2000, value))  # out of band when remote
+            left.send(value)
+            from_left = await left.recv()
+            from_right = await right.recv()
+            assert from_left.shape == (2000,) and from_left[0] == (i - 1 - step) % self.n
+            value = float(from_left[0])
+            assert from_right == float((i + 1 - step) % self.n)
+        self.contribute(value, Reducer.sum, fut)
+
+    def twice(self, x):
+        return 2 * x
+
+    async def ask(self, fut):
+        other = self.thisProxy[(self.thisIndex[0] + 1) % self.n]
+        total = 0
+        for k in range(5):
+            total += await other.twice(k, ret=True)
+        self.contribute(total, Reducer.sum, fut)
+
+
+async def coroutines():
+    n, steps = 6, 25
+    ring = shoal.Array(Ring, n, args=(n,))
+    fut = shoal.future()
+    ring.run(steps, fut)
+    # each value moved one place right per step: the sum is unchanged
+    assert await fut == float(sum(range(n)))
+    fut = shoal.future()
+    ring.ask(fut)
+    assert await fut == n * 2 * sum(range(5))
+    print("OK coroutines")
+
+
+# ---------------------------------------------------------------- insertion and deletion
+class Cell(shoal.Chare):
+    def __init__(self, level):
+        self.level = level
+
+    def refine(self):
+        i = self.thisIndex
+        if self.level == 0:
+            for k in range(2):
+                self.thisProxy.insert((i[0], i[1] * 2 + k + 10), args=(1,))
+
+    def value(self, fut):
+        self.contribute(1, Reducer.sum, fut)
+
+    def ping(self, fut):
+        fut.send(self.thisIndex)
+
+
+async def amr():
+    cells = shoal.Array(Cell, ndims=2)
+    for i in range(4):
+        cells.insert((i, 0), args=(0,), pe=i % shoal.num_pes())
+    fut = shoal.future()
+    cells[(3, 0)].ping(fut)  # may arrive before the insertion: the home keeps it
+    assert await fut == (3, 0)
+    fut = shoal.future()
+    cells.value(fut)
+    assert await fut == 4
+    cells.refine()
+    await shoal.quiescence()
+    fut = shoal.future()
+    cells.value(fut)
+    assert await fut == 12
+    cells.delete((0, 0))
+    cells.delete((1, 10))
+    await shoal.quiescence()
+    fut = shoal.future()
+    cells.value(fut)
+    assert await fut == 10
+    fut = shoal.future()
+    cells[(2, 11)].ping(fut)
+    assert await fut == (2, 11)
+    print("OK amr")
+
+
+# ---------------------------------------------------------------- migration under traffic
+class Walker(shoal.Chare):
+    def __init__(self, n, rounds, seed):
+        self.n = n
+        self.rounds = rounds
+        self.rng = random.Random(seed * 1000 + self.thisIndex[0])
+        self.got = {}
+        self.sent = 0
+        self.moves = 0
+        self.bcasts = 0
+
+    def tick(self, r):
+        for _ in range(8):
+            j = self.rng.randrange(self.n)
+            self.sent += 1
+            self.thisProxy[j].recv(self.thisIndex[0], self.sent)
+        if self.rng.random() < 0.3:
+            pe = self.rng.randrange(shoal.num_pes())
+            if pe != shoal.my_pe():
+                self.moves += 1
+            self.migrate(pe)
+        if r + 1 < self.rounds:
+            self.thisProxy[self.thisIndex].tick(r + 1)
+
+    def recv(self, src, k):
+        last = self.got.get(src, 0)
+        assert k > last, f"{self.thisIndex}: message {k} from {src} after {last}"
+        self.got[src] = k
+
+    def count(self):
+        self.bcasts += 1
+
+    def on_migrated(self):
+        self.arrivals = getattr(self, "arrivals", 0) + 1
+
+    def report(self, fut):
+        received = len(self.got)
+        self.contribute(np.array([self.sent, self.moves, self.bcasts, received]),
+                        Reducer.sum, fut)
+
+    def senders(self, fut):
+        self.contribute([(self.thisIndex[0], sorted(self.got.items()))], Reducer.sum, fut)
+
+
+async def migration():
+    n, rounds = 24, 30
+    w = shoal.Array(Walker, n, args=(n, rounds, 7))
+    w.tick(0)
+    for _ in range(3):
+        w.count()
+    await shoal.quiescence()
+    fut = shoal.future()
+    w.report(fut)
+    sent, moves, bcasts, _ = await fut
+    assert sent == n * rounds * 8
+    assert bcasts == 3 * n
+    fut = shoal.future()
+    w.senders(fut)
+    # every sender's messages arrived in order (checked on arrival); the last number each
+    # receiver saw from a sender equals the number of that sender's messages sent up to it
+    per = await fut
+    last = {}
+    for _, got in per:
+        for src, k in got:
+            last[src] = max(last.get(src, 0), k)
+    assert all(last[i] == rounds * 8 for i in range(n) if i in last)
+    print("OK migration", int(sent), int(moves))
+
+
+class Counter(shoal.Chare):
+    def __init__(self):
+        self.count = 0
+
+    def hit(self, k):
+        self.count += 1
+
+    def total(self, fut):
+        self.contribute(self.count, Reducer.sum, fut)
+
+    def move(self):
+        self.migrate((shoal.my_pe() + 1) % shoal.num_pes())
+
+
+async def exact_counts():
+    n = 16
+    c = shoal.Array(Counter, n)
+    rng = random.Random(3)
+    sent = 0
+    for step in range(40):
+        for _ in range(50):
+            c[rng.randrange(n)].hit(sent)
+            sent += 1
+        c[rng.randrange(n)].move()
+        if step % 10 == 0:
+            c.move()
+    await shoal.quiescence()
+    fut = shoal.future()
+    c.total(fut)
+    assert await fut == sent, sent
+    print("OK exact", sent)
+
+
+# ---------------------------------------------------------------- errors
+class Faulty(shoal.Chare):
+    def boom(self):
+        raise ValueError("deliberate failure in an entry method")
+
+
+async def error():
+    f = shoal.Array(Faulty, 4)
+    f[3].boom()
+    await shoal.future()  # never resolves: the failure must end the job
+
+
+# ---------------------------------------------------------------- library mode
+def library():
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    before = world.allreduce(1)
+    results = []
+
+    async def main():
+        arr = shoal.Array(Contrib2, (2, 3))
+        fut = shoal.future()
+        arr.run(fut)
+        results.append(await fut)
+
+    shoal.start(main, comm=world)
+    again = world.allreduce(world.Get_rank())
+    if world.Get_rank() == 0:
+        assert results == [sum(i * 4 + j for i in range(2) for j in range(3))], results
+        print("OK library", before, again)
+
+
+SCENARIOS = {"order": order, "reductions": reductions, "groups": groups,
+             "coroutines": coroutines, "amr": amr, "migration": migration,
+             "exact": exact_counts, "error": error}
+
+if __name__ == "__main__":
+    name = sys.argv[1]
+    if name == "library":
+        library()
+    else:
+        shoal.start(SCENARIOS[name])

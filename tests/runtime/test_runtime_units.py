@@ -1,0 +1,83 @@
+"""Pieces of the runtime that need no MPI: maps, trees, reducers, proxies."""
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shoal import Reducer, UsageError
+from shoal.runtime.core import children, parent
+from shoal.runtime.maps import home, local_indices
+from shoal.runtime.proxy import CollectionProxy, ElementProxy, Method
+from shoal.runtime.reducers import combiner
+
+
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=3), st.integers(1, 9),
+       st.sampled_from(["block", "round_robin"]))
+def test_local_indices_partition_the_array_as_home_says(dims, npes, m):
+    dims = tuple(dims)
+    seen = []
+    for pe in range(npes):
+        mine = local_indices(m, dims, npes, pe)
+        assert all(home(m, ix, dims, npes) == pe for ix in mine)
+        seen += mine
+    assert sorted(seen) == sorted(np.ndindex(*dims))
+    if m == "block":  # contiguous runs whose sizes differ by at most one
+        sizes = [len(local_indices(m, dims, npes, pe)) for pe in range(npes)]
+        assert max(sizes) - min(sizes) <= 1 and sum(sizes) == math.prod(dims)
+
+
+def test_user_maps_and_sparse_indices():
+    def diag(ix, dims, npes):
+        return (ix[0] + ix[1]) % npes
+
+    assert local_indices(diag, (2, 2), 2, 1) == [(0, 1), (1, 0)]
+    assert 0 <= home("block", (7, -3), None, 5) < 5
+    assert home("block", (7, 3), (4, 4), 5) == home("block", (7, 3), None, 5)
+    with pytest.raises(UsageError, match="must return a PE"):
+        home(lambda ix, d, n: n, (0,), (2,), 2)
+
+
+@given(st.integers(1, 200), st.integers(0, 199))
+def test_spanning_trees_reach_every_pe_once(npes, root):
+    root %= npes
+    reached = [root]
+    frontier = [root]
+    while frontier:
+        pe = frontier.pop()
+        for c in children(pe, root, npes):
+            assert parent(c, root, npes) == pe
+            reached.append(c)
+            frontier.append(c)
+    assert sorted(reached) == list(range(npes))
+
+
+def test_reducers_on_numbers_and_arrays():
+    a, b = np.array([1.0, 5.0]), np.array([3.0, 2.0])
+    assert np.array_equal(Reducer.max.combine(a, b), [3, 5])
+    assert np.array_equal(Reducer.min.combine(a, b), [1, 2])
+    assert np.array_equal(Reducer.sum.combine(a, b), [4, 7])
+    assert Reducer.max.combine(2, 9) == 9 and Reducer.product.combine(3, 4) == 12
+    assert Reducer.logical_and.combine(True, 0) is False
+    assert Reducer.logical_or.combine(0, 1) is True
+    assert pickle.loads(pickle.dumps(Reducer.gather)) is Reducer.gather
+    assert len(pickle.dumps(Reducer.sum)) < 80
+    with pytest.raises(UsageError, match="two-argument function"):
+        combiner(42)
+
+
+def test_proxies_pickle_and_check_indices():
+    arr = CollectionProxy(5, 2)
+    el = arr[1, 2]
+    assert el == ElementProxy(5, (1, 2))
+    assert pickle.loads(pickle.dumps(el)) == el
+    m = pickle.loads(pickle.dumps(el.update))
+    assert isinstance(m, Method) and m.name == "update" and m.target == el
+    assert pickle.loads(pickle.dumps(arr)) == arr
+    with pytest.raises(UsageError, match="2 integer"):
+        arr[3]
+    with pytest.raises(AttributeError):
+        assert arr._private is None
