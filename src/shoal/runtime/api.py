@@ -4,7 +4,8 @@ mode). Every rank runs ``shoal.start(main)``; ``main`` runs on PE 0 and the othe
 
 from __future__ import annotations
 
-from shoal.runtime.core import Runtime, _OnPE, current
+from shoal.runtime.context import current
+from shoal.runtime.core import Runtime, _OnPE
 from shoal.runtime.futures import Future
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
 

@@ -8,6 +8,7 @@ and arrive in the order they were sent.
 from __future__ import annotations
 
 from shoal.errors import UsageError
+from shoal.runtime.context import current
 from shoal.runtime.futures import Future
 from shoal.runtime.proxy import ElementProxy
 
@@ -28,14 +29,10 @@ class Channel:
 
     def send(self, value) -> None:
         """Send ``value`` to the other end (asynchronous)."""
-        from shoal.runtime.core import current
-
         current().channel_send(self.key, self.remote, value)
 
     def recv(self) -> Future:
         """A future of the next value from the other end: ``value = await ch.recv()``."""
-        from shoal.runtime.core import current
-
         rt = current()
         if rt.current is None:
             raise UsageError("receive on a channel from an entry method of its chare")

@@ -13,6 +13,7 @@ the new PE after arrival.
 
 from __future__ import annotations
 
+from shoal.runtime.context import current
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
 
 
@@ -36,8 +37,6 @@ class Chare:
     def migrate(self, pe: int) -> None:
         """Move to ``pe`` once the current entry method returns (and no coroutine of this
         chare is suspended): no message to it is lost, duplicated or reordered."""
-        from shoal.runtime.core import current
-
         current().request_migration(self._slot, pe)
 
     def contribute(self, value, reducer, target) -> None:
@@ -45,12 +44,16 @@ class Chare:
         with every other element's by ``reducer`` (a :class:`shoal.Reducer` or a two-argument
         function) and the result goes to ``target``: a Future, or a proxy's method (an
         element's, or a whole array's for a broadcast)."""
-        from shoal.runtime.core import current
-
         current().contribute(self._slot, value, reducer, target)
 
     def on_migrated(self) -> None:
         """Called on the new PE after a migration."""
+
+    def _shoal_channel(self, key, value) -> None:
+        current().channel_data(self._slot, key, value)
+
+    def _shoal_delete(self) -> None:
+        current().delete_here(self._slot)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()

@@ -24,6 +24,7 @@ from types import CoroutineType
 from shoal.errors import ShoalError, UsageError
 from shoal.runtime import reducers
 from shoal.runtime.collection import Collection, Slot
+from shoal.runtime.context import current, set_current
 from shoal.runtime.futures import Future, Task
 from shoal.runtime.maps import check_map, local_indices
 from shoal.runtime.proxy import CollectionProxy, ElementProxy, Method
@@ -32,18 +33,10 @@ from shoal.runtime.proxy import CollectionProxy, ElementProxy, Method
  QD_START, LOC, HOME, DELETED, QD_ASK, QD_REPLY, EXIT) = range(18)
 COUNTED = LOC  # kinds below this are application work, counted for quiescence
 ARITY = 4  # of the spanning trees over PEs
-CHANNEL = "\0channel"  # method name of channel data
-DELETE = "\0delete"  # method name of an element's deletion
+CHANNEL = "_shoal_channel"  # the Chare methods that carry channel data and deletions
+DELETE = "_shoal_delete"
 
-_current: Runtime | None = None
-
-
-def current() -> Runtime:
-    """The runtime of this process (one PE per process)."""
-    if _current is None:
-        raise ShoalError("the shoal runtime is not running here: call shoal.start(main) on "
-                         "every rank (or Runtime(comm).run(main) in library mode)")
-    return _current
+__all__ = ["Runtime", "current"]
 
 
 def children(pe: int, root: int, npes: int) -> list[int]:
@@ -68,12 +61,14 @@ class _OnPE:
 class Runtime:
     """The scheduler, location manager and collectives of one PE.
 
-    ``poll_spin`` and ``poll_max`` (seconds) set the idle back-off; ``cpu_stats`` adds the
-    CPU time of each entry method to the instrumentation (about 1 µs per call more).
+    ``poll_spin`` and ``poll_max`` (seconds) set the idle back-off; ``instrument`` records
+    the calls and wall time of every entry method per element (on by default, for the load
+    balancer); ``cpu_stats`` adds each call's CPU time (about 1 µs per call more). Messages
+    and bytes between elements are always counted: the counts are the sequence numbers.
     """
 
     def __init__(self, comm, *, poll_spin: float = 2e-4, poll_max: float = 1e-3,
-                 cpu_stats: bool = False):
+                 instrument: bool = True, cpu_stats: bool = False):
         from shoal.runtime.transport import Transport
 
         if not (0 <= poll_spin and 0 < poll_max):
@@ -83,7 +78,8 @@ class Runtime:
         self.npes = self.net.size
         self.poll_spin = poll_spin
         self.poll_max = poll_max
-        self.cpu_stats = cpu_stats
+        self.instrument = instrument
+        self.cpu_stats = cpu_stats and instrument
         self.colls: dict[int, Collection] = {}
         self.early: dict[int, list] = {}  # envelopes for collections not yet created here
         self.futures: dict[int, Future] = {}
@@ -100,7 +96,6 @@ class Runtime:
         self.created = 0
         self.processed = 0
         self.idle = 0.0
-        self.comm_stats: dict = {}  # (src key, dst key) -> [messages, bytes]
         self._work = None  # what runs now, for error reports
         # quiescence detection (waves from PE 0)
         self.qd_waiters: list = []
@@ -113,10 +108,7 @@ class Runtime:
     def run(self, main=None, *args) -> None:
         """Run the scheduler until ``exit``; ``main(*args)`` runs on PE 0 (a coroutine
         function or a plain one) and the job exits when it returns."""
-        global _current
-        if _current is not None:
-            raise ShoalError("a shoal runtime is already running in this process")
-        _current = self
+        set_current(self)
         try:
             self.running = True
             if self.pe == 0 and main is not None:
@@ -126,7 +118,7 @@ class Runtime:
         except BaseException as exc:  # noqa: BLE001 - one failing PE ends the whole job
             self._abort(exc)
         finally:
-            _current = None
+            set_current(None)
 
     def exit(self) -> None:
         """End the job on every PE."""
@@ -168,31 +160,33 @@ class Runtime:
             self.nheap += 1
             heapq.heappush(self.heap, (prio, self.nheap, kind, a, b))
 
-    def _pop(self):
-        heap = self.heap
-        if heap and (heap[0][0] < 0 or not self.fifo):
-            return heapq.heappop(heap)[2:]
-        return self.fifo.popleft()
-
     def _loop(self) -> None:
         poll = self.net.poll
-        handle = self._handle
+        handlers = _HANDLERS
         idle_from = None
         sleep = 1e-5
         while self.running:
             busy = False
             for _ in range(32):
-                got = poll()
-                if got is None:
+                env = poll()
+                if env is None:
                     break
                 busy = True
-                handle(got[0], got[1], got[2])
+                kind = env[0]
+                if kind < COUNTED:
+                    self.processed += 1
+                handlers[kind](self, env)
             n = 0
-            while (self.fifo or self.heap) and n < 32:
-                kind, a, b = self._pop()
+            fifo, heap = self.fifo, self.heap
+            while (fifo or heap) and n < 32:
+                if heap and (heap[0][0] < 0 or not fifo):
+                    kind, a, b = heapq.heappop(heap)[2:]
+                else:
+                    kind, a, b = fifo.popleft()
                 self.processed += 1
                 kind(self, a, b)
                 n += 1
+                fifo, heap = self.fifo, self.heap  # _extract may replace them
             if self.timers and self.timers[0][0] <= time.perf_counter():
                 _, _, fn = heapq.heappop(self.timers)
                 fn()
@@ -206,8 +200,9 @@ class Runtime:
             now = time.perf_counter()
             if idle_from is None:
                 idle_from = now
-                self.net.reap()
-            elif now - idle_from > self.poll_spin:
+            elif now - idle_from > self.poll_spin and self.net.reap():
+                # sleep only once every send has completed: a large message moves only
+                # while both sides call MPI
                 time.sleep(sleep)
                 sleep = min(2 * sleep, self.poll_max)
         if idle_from is not None:
@@ -225,12 +220,6 @@ class Runtime:
         if env[0] < COUNTED:
             self.created += 1
         return self.net.send(dest, env)
-
-    def _handle(self, src: int, env: tuple, nbytes: int) -> None:
-        kind = env[0]
-        if kind < COUNTED:
-            self.processed += 1
-        _HANDLERS[kind](self, env)
 
     # ----------------------------------------------------------------- collections
     def create(self, kind: str, cls, dims, ndims, args: tuple, mapping) -> CollectionProxy:
@@ -315,14 +304,14 @@ class Runtime:
         self._arrived(coll, slot)
 
     def delete(self, proxy: CollectionProxy, index: tuple) -> None:
-        self._invoke_remote(proxy.cid, index, DELETE, (), None, 0, None)
+        self.invoke(proxy.cid, index, DELETE, (), None, 0, None)
 
     # ----------------------------------------------------------------- entry methods
     def call(self, target, name: str, args: tuple, kwargs, ret: bool, prio: int):
         """Send ``name(*args, **kwargs)`` to an element or (broadcast) a whole collection."""
         fut = self.future() if ret else None
         if isinstance(target, ElementProxy):
-            self._invoke_remote(target.cid, target.index, name, args, kwargs, prio, fut)
+            self.invoke(target.cid, target.index, name, args, kwargs, prio, fut)
         elif isinstance(target, CollectionProxy):
             if ret:
                 raise UsageError("ret=True needs one element; for a result from every "
@@ -332,21 +321,20 @@ class Runtime:
             raise UsageError(f"cannot send to {target!r}: not a proxy")
         return fut
 
-    def _invoke_remote(self, cid, index, name, args, kwargs, prio, fut) -> None:
+    def invoke(self, cid, index, name, args, kwargs, prio, fut) -> None:
+        """Send one entry-method call to element ``index`` of collection ``cid``."""
         src_slot = self.current
         if src_slot is None:
             src, out = self.pe_key, self.pe_out
         else:
             src, out = src_slot.key, src_slot.out
         dst = (cid, index)
-        seq = out.get(dst, 0)
-        out[dst] = seq + 1
-        env = (INVOKE, cid, index, name, args, kwargs, src, seq, prio, fut, self.pe, 0)
-        coll = self.colls.get(cid)
-        stat = self.comm_stats.get((src, dst))
+        stat = out.get(dst)  # [messages sent so far = next sequence number, bytes]
         if stat is None:
-            stat = self.comm_stats[(src, dst)] = [0, 0]
+            stat = out[dst] = [0, 0]
+        env = (INVOKE, cid, index, name, args, kwargs, src, stat[0], prio, fut, self.pe, 0)
         stat[0] += 1
+        coll = self.colls.get(cid)
         if coll is None:  # its creation has not reached this PE yet
             self.early.setdefault(cid, []).append(env)
             return
@@ -355,13 +343,14 @@ class Runtime:
             self._accept(slot, env)
             return
         dest = coll.cache.get(index)
-        if dest is None:
-            dest = coll.home(index)
+        if dest is None:  # believe it is at home until told otherwise
+            dest = coll.cache[index] = coll.home(index)
         stat[1] += self._send(dest, env)
 
     def _on_invoke(self, env) -> None:
-        coll = self._coll(env[1], env)
+        coll = self.colls.get(env[1])
         if coll is None:
+            self.early.setdefault(env[1], []).append(env)
             return
         index = env[2]
         slot = coll.local.get(index)
@@ -412,24 +401,16 @@ class Runtime:
                 return
 
     def _run_invoke(self, slot: Slot, env) -> None:
-        coll = slot.coll
-        if coll.local.get(slot.index) is not slot:
-            raise ShoalError(f"internal: message {env[3]!r} for an element no longer here")
         name = env[3]
-        if name == CHANNEL:
-            self._channel_data(slot, env[4][0], env[4][1])
-            return
-        if name == DELETE:
-            self._delete_here(slot)
-            return
         self._work = (slot, name)
         self.current = slot
         try:
             fn = getattr(slot.obj, name)
         except AttributeError:
-            raise UsageError(f"{coll.cls.__name__} has no entry method {name!r}") from None
-        t0 = time.perf_counter()
-        c0 = time.thread_time() if self.cpu_stats else 0.0
+            raise UsageError(f"{slot.coll.cls.__name__} has no entry method {name!r}") from None
+        if self.instrument:
+            t0 = time.perf_counter()
+            c0 = time.thread_time() if self.cpu_stats else 0.0
         kwargs = env[5]
         res = fn(*env[4], **kwargs) if kwargs else fn(*env[4])
         if type(res) is CoroutineType:
@@ -437,13 +418,14 @@ class Runtime:
             self._step(Task(res, slot, env[9], name), None)
         elif env[9] is not None:
             self.resolve(env[9].pe, env[9].fid, res)
-        st = slot.stats.get(name)
-        if st is None:
-            st = slot.stats[name] = [0, 0.0, 0.0]
-        st[0] += 1
-        st[1] += time.perf_counter() - t0
-        if self.cpu_stats:
-            st[2] += time.thread_time() - c0
+        if self.instrument:
+            st = slot.stats.get(name)
+            if st is None:
+                st = slot.stats[name] = [0, 0.0, 0.0]
+            st[0] += 1
+            st[1] += time.perf_counter() - t0
+            if self.cpu_stats:
+                st[2] += time.thread_time() - c0
         self.current = None
         self._work = None
         if slot.migrate_to is not None and slot.active == 0:
@@ -633,7 +615,7 @@ class Runtime:
         if coll is not None and index not in coll.local:
             coll.cache[index] = pe
 
-    def _delete_here(self, slot: Slot) -> None:
+    def delete_here(self, slot: Slot) -> None:
         coll = slot.coll
         if coll.kind != "array":
             raise UsageError("only array elements can be deleted")
@@ -732,7 +714,7 @@ class Runtime:
 
     # ----------------------------------------------------------------- channels
     def channel_send(self, key, remote: ElementProxy, value) -> None:
-        self._invoke_remote(remote.cid, remote.index, CHANNEL, (key, value), None, 0, None)
+        self.invoke(remote.cid, remote.index, CHANNEL, (key, value), None, 0, None)
 
     def channel_recv(self, slot: Slot, key) -> Future:
         fut = self.future()
@@ -743,7 +725,7 @@ class Runtime:
             slot.waiting.setdefault(key, deque()).append(fut)
         return fut
 
-    def _channel_data(self, slot: Slot, key, value) -> None:
+    def channel_data(self, slot: Slot, key, value) -> None:
         waiters = slot.waiting.get(key)
         if waiters:
             fut = waiters.popleft()
@@ -821,11 +803,14 @@ class Runtime:
     def stats(self) -> dict:
         """Instrumentation of this PE for a load balancer: per local element and entry
         method (calls, wall seconds, CPU seconds if ``cpu_stats``), messages and bytes sent
-        per (sender, receiver) pair from this PE, and idle seconds."""
+        per (sender, receiver) pair by the senders on this PE (bytes count what went on the
+        wire: 0 between elements of one PE), and idle seconds."""
         elements = {slot.key: {m: tuple(v) for m, v in slot.stats.items()}
                     for coll in self.colls.values() for slot in coll.local.values()}
-        return {"pe": self.pe, "elements": elements, "idle": self.idle,
-                "comm": {k: tuple(v) for k, v in self.comm_stats.items()},
+        comm = {(slot.key, dst): tuple(v) for coll in self.colls.values()
+                for slot in coll.local.values() for dst, v in slot.out.items()}
+        comm.update({(self.pe_key, dst): tuple(v) for dst, v in self.pe_out.items()})
+        return {"pe": self.pe, "elements": elements, "idle": self.idle, "comm": comm,
                 "bytes_sent": self.net.bytes_sent}
 
 
@@ -852,12 +837,10 @@ _ENVELOPE = _envelope
 _MAIN = _main
 _RESUME = _resume
 
-_HANDLERS = {
-    INVOKE: Runtime._on_invoke, BCAST_REQ: Runtime._on_bcast_req, BCAST: Runtime._on_bcast,
-    FUT: Runtime._on_fut,
-    CREATE: Runtime._on_create, INSERT: Runtime._on_insert,
-    CREATE_ONE: Runtime._on_create_one, MIGRATE: Runtime._on_migrate, SIZE: Runtime._on_size,
-    RED: Runtime._on_red, EXIT_REQ: Runtime._on_exit_req, QD_START: Runtime._on_qd_start,
-    LOC: Runtime._on_loc, HOME: Runtime._on_home, DELETED: Runtime._on_deleted,
-    QD_ASK: Runtime._on_qd_ask, QD_REPLY: Runtime._on_qd_reply, EXIT: Runtime._on_exit,
-}
+_HANDLERS = (  # by envelope kind
+    Runtime._on_invoke, Runtime._on_bcast_req, Runtime._on_bcast, Runtime._on_fut,
+    Runtime._on_create, Runtime._on_insert, Runtime._on_create_one, Runtime._on_migrate,
+    Runtime._on_size, Runtime._on_red, Runtime._on_exit_req, Runtime._on_qd_start,
+    Runtime._on_loc, Runtime._on_home, Runtime._on_deleted, Runtime._on_qd_ask,
+    Runtime._on_qd_reply, Runtime._on_exit,
+)

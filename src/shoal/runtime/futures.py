@@ -10,6 +10,7 @@ blocked could not deliver the message that unblocks it.
 from __future__ import annotations
 
 from shoal.errors import ShoalError
+from shoal.runtime.context import current
 
 
 class Future:
@@ -27,8 +28,6 @@ class Future:
 
     def send(self, value=None) -> None:
         """Provide the value (from any PE)."""
-        from shoal.runtime.core import current
-
         current().resolve(self.pe, self.fid, value)
 
     def __await__(self):
@@ -47,15 +46,11 @@ class Future:
 
 
 def _owner_table() -> dict:
-    from shoal.runtime.core import current
-
     return current().futures
 
 
 def _rebuild(pe: int, fid: int) -> Future:
     """Unpickle: the owner gets its own object back, other PEs a handle for ``send``."""
-    from shoal.runtime.core import current
-
     rt = current()
     if pe == rt.pe:
         fut = rt.futures.get(fid)

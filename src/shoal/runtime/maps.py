@@ -32,16 +32,20 @@ def _hashed(index: tuple, npes: int) -> int:
 
 
 def home(m, index: tuple, dims: tuple | None, npes: int) -> int:
-    """The home PE of ``index``."""
-    if dims is None or not all(0 <= i < d for i, d in zip(index, dims, strict=True)):
+    """The home PE of ``index`` (plain Python: it runs on the send path)."""
+    if dims is None or len(index) != len(dims):
         return _hashed(index, npes)
+    lin = 0
+    for i, d in zip(index, dims, strict=True):
+        if not 0 <= i < d:
+            return _hashed(index, npes)
+        lin = lin * d + i
     if callable(m):
         pe = m(index, dims, npes)
         if not (isinstance(pe, (int, np.integer)) and 0 <= pe < npes):
             raise UsageError(f"the array map returned {pe!r} for {index}: it must return a PE "
                              f"in [0, {npes})")
         return int(pe)
-    lin = int(np.ravel_multi_index(index, dims))
     if m == "round_robin":
         return lin % npes
     return lin * npes // math.prod(dims)

@@ -10,10 +10,13 @@ small and picklable, so they travel in messages.
 from __future__ import annotations
 
 from shoal.errors import UsageError
+from shoal.runtime.context import current
 
 
 def normalize(index, ndims: int) -> tuple:
     """An element index as a tuple of ``ndims`` ints (``arr[3]`` means ``arr[(3,)]``)."""
+    if type(index) is int and ndims == 1:
+        return (index,)
     if not isinstance(index, tuple):
         index = (index,)
     if len(index) != ndims or not all(isinstance(i, int) for i in index):
@@ -32,9 +35,12 @@ class Method:
         self.name = name
 
     def __call__(self, *args, ret: bool = False, prio: int = 0, **kwargs):
-        from shoal.runtime.core import current
-
-        return current().call(self.target, self.name, args, kwargs or None, ret, prio)
+        target = self.target
+        if not ret and type(target) is ElementProxy:  # the common case, kept short
+            current().invoke(target.cid, target.index, self.name, args, kwargs or None, prio,
+                             None)
+            return None
+        return current().call(target, self.name, args, kwargs or None, ret, prio)
 
     def __reduce__(self):
         return (Method, (self.target, self.name))
@@ -92,14 +98,10 @@ class CollectionProxy:
         """Create element ``index`` while the program runs, on ``pe`` (default: its home).
         It joins the reductions that follow the caller's next contribution, or the next
         reduction to complete when the caller is not an element of this array."""
-        from shoal.runtime.core import current
-
         current().insert(self, normalize(index, self.ndims), tuple(args), pe)
 
     def delete(self, index) -> None:
         """Delete element ``index``; messages sent to it afterwards are an error."""
-        from shoal.runtime.core import current
-
         current().delete(self, normalize(index, self.ndims))
 
     def __eq__(self, other) -> bool:

@@ -49,12 +49,11 @@ class Transport:
         """Send ``env`` to rank ``dest``; returns the bytes put on the wire."""
         self._oob.clear()
         data = pickle.dumps(env, 5, buffer_callback=self._out_of_band)
-        byte = self._mpi.BYTE
         nbytes = len(data)
-        self._reqs.append(self.comm.Isend([data, byte], dest, len(self._oob)))
+        self._reqs.append(self.comm.Isend(data, dest, len(self._oob)))
         self._keep.append(data)
         for raw in self._oob:
-            self._reqs.append(self._bufcomm.Isend([raw, byte], dest, 0))
+            self._reqs.append(self._bufcomm.Isend(raw, dest, 0))
             self._keep.append(raw)
             nbytes += raw.nbytes
         self._oob.clear()
@@ -71,25 +70,25 @@ class Transport:
         return not self._reqs
 
     def poll(self):
-        """One envelope that has arrived, as ``(source, envelope, nbytes)``, or None."""
+        """One envelope that has arrived, or None."""
         status = self._status
         msg = self.comm.Improbe(self._mpi.ANY_SOURCE, self._mpi.ANY_TAG, status)
         if msg is None:
             return None
-        src = status.Get_source()
         nbuf = status.Get_tag()
-        nbytes = status.Get_count(self._mpi.BYTE)
-        data = bytearray(nbytes)
-        msg.Recv([data, self._mpi.BYTE])
+        data = bytearray(status.Get_count(self._mpi.BYTE))
+        msg.Recv(data)
+        if not nbuf:
+            return pickle.loads(data)
+        src = status.Get_source()
         bufs = []
         for _ in range(nbuf):
             part = self._bufcomm.Mprobe(src, 0, status)
             size = status.Get_count(self._mpi.BYTE)
             arr = np.empty(size, np.uint8)
-            part.Recv([arr, self._mpi.BYTE])
+            part.Recv(arr)
             bufs.append(arr)
-            nbytes += size
-        return src, pickle.loads(data, buffers=bufs), nbytes
+        return pickle.loads(data, buffers=bufs)
 
     def close(self) -> None:
         """Free the communicators (every send must have completed)."""

@@ -1,0 +1,192 @@
+"""Messaging speed of the runtime against raw mpi4py and charm4py, 2 PEs, one run.
+
+Three figures (issue: shoal runtime core), each the median of ``--repeat`` measurements:
+- one-way latency of an 8-byte entry-method call between PEs (ping-pong / 2);
+- rate of 100,000 small messages PE 0 -> PE 1 (sent in one loop, counted at the receiver);
+- one-way time of a 1 MiB numpy array between PEs (ping-pong / 2).
+For shoal the latency is also measured with instrumentation off, which gives its cost.
+
+Usage: python benchmarks/runtime_messaging.py [--repeat 5]
+(charm4py comes from ``pip install 'shoal[peers]'``; without it its column is left out.)
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import shoal
+
+PINGS = 2000
+BURST = 100_000
+BIG_PINGS = 200
+MIB = np.ones(1 << 17)  # 1 MiB of float64
+PEER = Path(__file__).parent / "peers" / "messaging_charm4py.py"
+
+
+# ---------------------------------------------------------------- shoal
+class Pong(shoal.Chare):
+    def start(self, n, payload, fut):
+        self.n, self.count, self.fut = n, 0, fut
+        self.t0 = time.perf_counter()
+        self.thisProxy[1].ping(payload)
+
+    def ping(self, payload):
+        self.thisProxy[0].pong(payload)
+
+    def pong(self, payload):
+        self.count += 1
+        if self.count == self.n:
+            self.fut.send((time.perf_counter() - self.t0) / (2 * self.n))
+        else:
+            self.thisProxy[1].ping(payload)
+
+    def burst(self, n, fut):
+        other = self.thisProxy[1]
+        other.expect(n, fut)
+        for k in range(n):
+            other.take(k)
+
+    def expect(self, n, fut):
+        self.n, self.count, self.fut = n, 0, fut
+
+    def take(self, k):
+        self.count += 1
+        if self.count == self.n:
+            self.fut.send(time.perf_counter())
+
+
+def shoal_job(repeat):
+    async def main():
+        arr = shoal.Array(Pong, 2)
+        out = {"latency": [], "rate": [], "big": []}
+        for _ in range(repeat):
+            fut = shoal.future()
+            arr[0].start(PINGS, b"12345678", fut)
+            out["latency"].append(await fut)
+            fut = shoal.future()
+            t0 = time.perf_counter()
+            arr[0].burst(BURST, fut)
+            out["rate"].append(BURST / (await fut - t0))
+            fut = shoal.future()
+            arr[0].start(BIG_PINGS, MIB, fut)
+            out["big"].append(await fut)
+        print(json.dumps(out))
+
+    shoal.start(main)
+
+
+def shoal_nostats_job(repeat):
+    """The same ping-pong with the per-call instrumentation switched off."""
+
+    async def main():
+        arr = shoal.Array(Pong, 2)
+        lat = []
+        for _ in range(repeat):
+            fut = shoal.future()
+            arr[0].start(PINGS, b"12345678", fut)
+            lat.append(await fut)
+        print(json.dumps({"latency_nostats": lat}))
+
+    shoal.start(main, instrument=False)
+
+
+# ---------------------------------------------------------------- raw mpi4py
+def mpi4py_job(repeat):
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    out = {"latency": [], "rate": [], "big": []}
+    buf = np.empty_like(MIB)
+    for _ in range(repeat):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(PINGS):
+            if rank == 0:
+                comm.send(b"12345678", 1)
+                comm.recv(source=1)
+            else:
+                comm.send(comm.recv(source=0), 0)
+        out["latency"].append((time.perf_counter() - t0) / (2 * PINGS))
+        comm.Barrier()
+        t0 = time.perf_counter()
+        if rank == 0:
+            reqs = [comm.isend(k, 1) for k in range(BURST)]
+            MPI.Request.waitall(reqs)
+            comm.recv(source=1)
+        else:
+            for _ in range(BURST):
+                comm.recv(source=0)
+            comm.send(None, 0)
+        out["rate"].append(BURST / (time.perf_counter() - t0))
+        comm.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(BIG_PINGS):
+            if rank == 0:
+                comm.Send(MIB, 1)
+                comm.Recv(buf, 1)
+            else:
+                comm.Recv(buf, 0)
+                comm.Send(buf, 0)
+        out["big"].append((time.perf_counter() - t0) / (2 * BIG_PINGS))
+    if rank == 0:
+        print(json.dumps(out))
+
+
+JOBS = {"shoal": shoal_job, "shoal-nostats": shoal_nostats_job, "mpi4py": mpi4py_job}
+
+
+def launch(impl, repeat):
+    from shoal.launch import mpiexec
+
+    if impl == "charm4py":
+        cmd = [sys.executable, "-m", "charmrun.start", "+p2", str(PEER), str(repeat)]
+    else:
+        cmd = [*mpiexec(), "-n", "2", sys.executable, __file__, "--job", impl,
+               "--repeat", str(repeat)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"{impl} failed:\n{out.stderr[-2000:]}")
+    return json.loads(next(x for x in out.stdout.splitlines() if x.startswith("{")))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--job", choices=sorted(JOBS))
+    args = ap.parse_args()
+    if args.job:
+        JOBS[args.job](args.repeat)
+        return
+    try:
+        import charm4py  # noqa: F401
+
+        impls = ["shoal", "mpi4py", "charm4py"]
+    except ImportError:
+        impls = ["shoal", "mpi4py"]
+    res = {impl: launch(impl, args.repeat) for impl in impls}
+    res["shoal"].update(launch("shoal-nostats", args.repeat))
+    med = {impl: {k: statistics.median(v) for k, v in r.items()} for impl, r in res.items()}
+    s = med["shoal"]
+    print(f"2 PEs, medians of {args.repeat} runs each")
+    print(f"{'':38}" + "".join(f"{i:>12}" for i in impls) + "   shoal/peer")
+    rows = [("8-byte call one-way latency (us)", "latency", 1e6, "<= 10 us"),
+            ("small messages PE0 -> PE1 (k msg/s)", "rate", 1e-3, ">= 200k/s"),
+            ("1 MiB array one-way (us)", "big", 1e6, "<= 1.25x mpi4py")]
+    for label, key, scale, target in rows:
+        cells = "".join(f"{med[i][key] * scale:12.1f}" for i in impls)
+        ratios = ", ".join(f"{s[key] / med[i][key]:.2f}x {i}" for i in impls[1:])
+        print(f"{label:38}{cells}   {ratios}   target {target}")
+    over = s["latency"] / s["latency_nostats"] - 1
+    print(f"instrumentation cost on the ping-pong: {100 * over:+.1f}% "
+          f"({s['latency_nostats'] * 1e6:.1f} us without), target <= 5%")
+
+
+if __name__ == "__main__":
+    main()
