@@ -4,13 +4,15 @@ Three figures (issue: shoal runtime core), each the median of ``--repeat`` measu
 - one-way latency of an 8-byte entry-method call between PEs (ping-pong / 2);
 - rate of 100,000 small messages PE 0 -> PE 1 (sent in one loop, counted at the receiver);
 - one-way time of a 1 MiB numpy array between PEs (ping-pong / 2).
-For shoal the latency is also measured with instrumentation off, which gives its cost.
+For shoal the latency is also measured with instrumentation off, in the same job, which
+gives its cost.
 
-Usage: python benchmarks/runtime_messaging.py [--repeat 5]
+Usage: python benchmarks/runtime_messaging.py [--runs 3] [--repeat 3]
 (charm4py comes from ``pip install 'shoal[peers]'``; without it its column is left out.)
 """
 
 import argparse
+import importlib.util
 import json
 import statistics
 import subprocess
@@ -61,14 +63,31 @@ class Pong(shoal.Chare):
             self.fut.send(time.perf_counter())
 
 
+class Switch(shoal.Chare):
+    """One per PE: turns the runtime's instrumentation on or off there."""
+
+    def set(self, on, fut):
+        shoal.runtime.context.current().instrument = on
+        self.contribute(None, _first, fut)
+
+
+def _first(a, b):
+    return a
+
+
 def shoal_job(repeat):
     async def main():
         arr = shoal.Array(Pong, 2)
-        out = {"latency": [], "rate": [], "big": []}
+        switch = shoal.Group(Switch)
+        out = {"latency": [], "rate": [], "big": [], "latency_nostats": []}
         for _ in range(repeat):
-            fut = shoal.future()
-            arr[0].start(PINGS, b"12345678", fut)
-            out["latency"].append(await fut)
+            for on, key in ((False, "latency_nostats"), (True, "latency")):
+                fut = shoal.future()
+                switch.set(on, fut)
+                await fut
+                fut = shoal.future()
+                arr[0].start(PINGS, b"12345678", fut)
+                out[key].append(await fut)
             fut = shoal.future()
             t0 = time.perf_counter()
             arr[0].burst(BURST, fut)
@@ -79,21 +98,6 @@ def shoal_job(repeat):
         print(json.dumps(out))
 
     shoal.start(main)
-
-
-def shoal_nostats_job(repeat):
-    """The same ping-pong with the per-call instrumentation switched off."""
-
-    async def main():
-        arr = shoal.Array(Pong, 2)
-        lat = []
-        for _ in range(repeat):
-            fut = shoal.future()
-            arr[0].start(PINGS, b"12345678", fut)
-            lat.append(await fut)
-        print(json.dumps({"latency_nostats": lat}))
-
-    shoal.start(main, instrument=False)
 
 
 # ---------------------------------------------------------------- raw mpi4py
@@ -139,10 +143,11 @@ def mpi4py_job(repeat):
         print(json.dumps(out))
 
 
-JOBS = {"shoal": shoal_job, "shoal-nostats": shoal_nostats_job, "mpi4py": mpi4py_job}
+JOBS = {"shoal": shoal_job, "mpi4py": mpi4py_job}
 
 
 def launch(impl, repeat):
+    """One job of ``impl`` on 2 PEs; its JSON line of measurements."""
     from shoal.launch import mpiexec
 
     if impl == "charm4py":
@@ -158,23 +163,24 @@ def launch(impl, repeat):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=3, help="measurements per job")
+    ap.add_argument("--runs", type=int, default=3, help="jobs per implementation")
     ap.add_argument("--job", choices=sorted(JOBS))
     args = ap.parse_args()
     if args.job:
         JOBS[args.job](args.repeat)
         return
-    try:
-        import charm4py  # noqa: F401
-
-        impls = ["shoal", "mpi4py", "charm4py"]
-    except ImportError:
-        impls = ["shoal", "mpi4py"]
-    res = {impl: launch(impl, args.repeat) for impl in impls}
-    res["shoal"].update(launch("shoal-nostats", args.repeat))
+    impls = ["shoal", "mpi4py"]
+    if importlib.util.find_spec("charm4py") is not None:
+        impls.append("charm4py")
+    res = {impl: {} for impl in impls}
+    for _ in range(args.runs):  # jobs interleaved: the machine's slow spells hit all alike
+        for impl in impls:
+            for key, values in launch(impl, args.repeat).items():
+                res[impl].setdefault(key, []).extend(values)
     med = {impl: {k: statistics.median(v) for k, v in r.items()} for impl, r in res.items()}
     s = med["shoal"]
-    print(f"2 PEs, medians of {args.repeat} runs each")
+    print(f"2 PEs, medians of {args.runs} jobs x {args.repeat} measurements each")
     print(f"{'':38}" + "".join(f"{i:>12}" for i in impls) + "   shoal/peer")
     rows = [("8-byte call one-way latency (us)", "latency", 1e6, "<= 10 us"),
             ("small messages PE0 -> PE1 (k msg/s)", "rate", 1e-3, ">= 200k/s"),

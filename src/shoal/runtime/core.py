@@ -48,6 +48,18 @@ def parent(pe: int, root: int, npes: int) -> int:
     return ((((pe - root) % npes) - 1) // ARITY + root) % npes
 
 
+def _precise_sleep() -> None:
+    """Ask Linux for 1 µs timer slack (the default, 50 µs, turns a 10 µs back-off sleep into
+    60 µs of added latency). Elsewhere, or if refused, sleeps stay as they are."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(29, 1000, 0, 0, 0)  # PR_SET_TIMERSLACK, ns
+        except (OSError, AttributeError):
+            pass
+
+
 class _OnPE:
     """The map of a single chare: everything on one PE."""
 
@@ -74,6 +86,7 @@ class Runtime:
         if not (0 <= poll_spin and 0 < poll_max):
             raise UsageError("poll_spin must be >= 0 and poll_max > 0 (seconds)")
         self.net = Transport(comm)
+        _precise_sleep()
         self.pe = self.net.rank
         self.npes = self.net.size
         self.poll_spin = poll_spin
@@ -200,9 +213,9 @@ class Runtime:
             now = time.perf_counter()
             if idle_from is None:
                 idle_from = now
-            elif now - idle_from > self.poll_spin and self.net.reap():
-                # sleep only once every send has completed: a large message moves only
-                # while both sides call MPI
+            # a large message moves only while its sender tests it: no sleep before every
+            # send has completed
+            if self.net.reap() and now - idle_from > self.poll_spin:
                 time.sleep(sleep)
                 sleep = min(2 * sleep, self.poll_max)
         if idle_from is not None:
@@ -408,7 +421,8 @@ class Runtime:
             fn = getattr(slot.obj, name)
         except AttributeError:
             raise UsageError(f"{slot.coll.cls.__name__} has no entry method {name!r}") from None
-        if self.instrument:
+        timed = self.instrument
+        if timed:
             t0 = time.perf_counter()
             c0 = time.thread_time() if self.cpu_stats else 0.0
         kwargs = env[5]
@@ -418,7 +432,7 @@ class Runtime:
             self._step(Task(res, slot, env[9], name), None)
         elif env[9] is not None:
             self.resolve(env[9].pe, env[9].fid, res)
-        if self.instrument:
+        if timed:
             st = slot.stats.get(name)
             if st is None:
                 st = slot.stats[name] = [0, 0.0, 0.0]

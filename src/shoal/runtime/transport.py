@@ -14,10 +14,12 @@ reports it complete (``reap``).
 from __future__ import annotations
 
 import pickle
+import sys
 
 import numpy as np
 
 OOB_MIN = 8192  # bytes: smaller buffers are pickled in-band
+POOL = 4  # receive buffers kept per size, reused once the program dropped every view
 
 
 class Transport:
@@ -36,6 +38,7 @@ class Transport:
         self._reqs: list = []
         self._keep: list = []
         self._oob: list = []
+        self._pool: dict[int, list] = {}
         self.bytes_sent = 0
 
     def _out_of_band(self, buf) -> bool:
@@ -64,10 +67,11 @@ class Transport:
 
     def reap(self) -> bool:
         """Release the memory of completed sends; True when none is in flight."""
-        if self._reqs and self._mpi.Request.Testall(self._reqs):
-            self._reqs.clear()
+        reqs = self._reqs
+        if reqs and self._mpi.Request.Testall(reqs):
+            reqs.clear()
             self._keep.clear()
-        return not self._reqs
+        return not reqs
 
     def poll(self):
         """One envelope that has arrived, or None."""
@@ -84,11 +88,22 @@ class Transport:
         bufs = []
         for _ in range(nbuf):
             part = self._bufcomm.Mprobe(src, 0, status)
-            size = status.Get_count(self._mpi.BYTE)
-            arr = np.empty(size, np.uint8)
+            arr = self._buffer(status.Get_count(self._mpi.BYTE))
             part.Recv(arr)
             bufs.append(arr)
         return pickle.loads(data, buffers=bufs)
+
+    def _buffer(self, size: int) -> np.ndarray:
+        """Memory for an out-of-band buffer: a pooled one nothing refers to any more (its
+        pages are already mapped, a fresh one page-faults on every 4 KiB), else a new one."""
+        free = self._pool.setdefault(size, [])
+        for arr in free:
+            if sys.getrefcount(arr) == 3:  # the pool, the loop variable, the call's argument
+                return arr
+        arr = np.empty(size, np.uint8)
+        if len(free) < POOL:
+            free.append(arr)
+        return arr
 
     def close(self) -> None:
         """Free the communicators (every send must have completed)."""
