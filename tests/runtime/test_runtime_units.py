@@ -80,4 +80,4 @@ def test_proxies_pickle_and_check_indices():
     with pytest.raises(UsageError, match="2 integer"):
         arr[3]
     with pytest.raises(AttributeError):
-        assert arr._private is None
+        assert arr.__private__ is None

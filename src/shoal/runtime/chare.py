@@ -14,6 +14,7 @@ the new PE after arrival.
 from __future__ import annotations
 
 from shoal.runtime.context import current
+from shoal.runtime.futures import Future
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
 
 
@@ -45,6 +46,17 @@ class Chare:
         function) and the result goes to ``target``: a Future, or a proxy's method (an
         element's, or a whole array's for a broadcast)."""
         current().contribute(self._slot, value, reducer, target)
+
+    def allreduce(self, value, reducer) -> Future:
+        """Contribute to a reduction whose result every element receives: ``total = await
+        self.allreduce(x, shoal.Reducer.max)`` (the result is broadcast back)."""
+        fut = current().future()
+        self._slot.allreduce.append(fut)
+        self.contribute(value, reducer, self.thisProxy._shoal_allreduce)
+        return fut
+
+    def _shoal_allreduce(self, value) -> None:
+        self._slot.allreduce.popleft().send(value)
 
     def on_migrated(self) -> None:
         """Called on the new PE after a migration."""

@@ -27,7 +27,7 @@ class Slot:
     """
 
     __slots__ = ("coll", "index", "key", "obj", "expected", "ooo", "out", "redno", "bcast",
-                 "active", "migrate_to", "chan", "waiting", "stats")
+                 "active", "migrate_to", "chan", "waiting", "allreduce", "stats")
 
     def __init__(self, coll: Collection, index: tuple):
         self.coll = coll
@@ -43,6 +43,7 @@ class Slot:
         self.migrate_to = None
         self.chan: dict = {}  # channel key -> deque of values that arrived
         self.waiting: dict = {}  # channel key -> deque of futures of pending receives
+        self.allreduce: deque = deque()  # futures of this element's pending allreduces
         self.stats: dict = {}  # method -> [calls, wall seconds, cpu seconds]
 
     def pack(self, queued: list) -> tuple:

@@ -59,7 +59,7 @@ class ElementProxy:
         self.index = index
 
     def __getattr__(self, name: str) -> Method:
-        if name.startswith("_"):
+        if name.startswith("__"):  # not an entry method: copy, pickle and friends probe these
             raise AttributeError(name)
         return Method(self, name)
 
@@ -90,7 +90,7 @@ class CollectionProxy:
         return ElementProxy(self.cid, normalize(index, self.ndims))
 
     def __getattr__(self, name: str) -> Method:
-        if name.startswith("_"):
+        if name.startswith("__"):  # not an entry method: copy, pickle and friends probe these
             raise AttributeError(name)
         return Method(self, name)
 
