@@ -13,6 +13,7 @@ from shoal.runtime.core import children, parent
 from shoal.runtime.maps import home, local_indices
 from shoal.runtime.proxy import CollectionProxy, ElementProxy, Method
 from shoal.runtime.reducers import combiner
+from shoal.runtime.transport import OOB_MIN, pack_args, unpack_args
 
 
 @given(st.lists(st.integers(1, 5), min_size=1, max_size=3), st.integers(1, 9),
@@ -81,3 +82,25 @@ def test_proxies_pickle_and_check_indices():
         arr[3]
     with pytest.raises(AttributeError):
         assert arr.__private__ is None
+
+
+@given(st.sampled_from(["f8", "f4", "i8", "u1", "c16", "?"]),
+       st.lists(st.integers(0, 6), min_size=0, max_size=3), st.booleans())
+def test_small_arrays_travel_as_bytes_and_come_back_equal_and_writable(dtype, shape, strided):
+    a = np.arange(math.prod(shape)).astype(dtype).reshape(shape)
+    if strided and a.ndim:
+        a = a[..., ::2]
+    args = (1, a, "x")
+    packed = pack_args(args)
+    assert type(packed) is list and isinstance(packed[0][1], bytes)
+    back = unpack_args(pickle.loads(pickle.dumps(packed, 5)))
+    assert back[0] == 1 and back[2] == "x"
+    assert back[1].dtype == a.dtype and np.array_equal(back[1], a)
+    back[1][...] = 0  # writable
+
+
+def test_large_and_object_arrays_are_left_to_pickle():
+    big = np.zeros(OOB_MIN // 8 + 1)
+    objs = np.array([{"a": 1}], dtype=object)
+    for args in ((big,), (objs,), (1, "two"), ()):
+        assert pack_args(args) is args

@@ -28,6 +28,7 @@ from shoal.runtime.context import current, set_current
 from shoal.runtime.futures import Future, Task
 from shoal.runtime.maps import check_map, local_indices
 from shoal.runtime.proxy import CollectionProxy, ElementProxy, Method
+from shoal.runtime.transport import Transport, pack_args, unpack_args
 
 (INVOKE, BCAST_REQ, BCAST, FUT, CREATE, INSERT, CREATE_ONE, MIGRATE, SIZE, RED, EXIT_REQ,
  QD_START, LOC, HOME, DELETED, QD_ASK, QD_REPLY, EXIT) = range(18)
@@ -81,8 +82,6 @@ class Runtime:
 
     def __init__(self, comm, *, poll_spin: float = 2e-4, poll_max: float = 1e-3,
                  instrument: bool = True, cpu_stats: bool = False):
-        from shoal.runtime.transport import Transport
-
         if not (0 <= poll_spin and 0 < poll_max):
             raise UsageError("poll_spin must be >= 0 and poll_max > 0 (seconds)")
         self.net = Transport(comm)
@@ -358,6 +357,10 @@ class Runtime:
         dest = coll.cache.get(index)
         if dest is None:  # believe it is at home until told otherwise
             dest = coll.cache[index] = coll.home(index)
+        if args:
+            packed = pack_args(args)
+            if packed is not args:
+                env = env[:4] + (packed,) + env[5:]
         stat[1] += self._send(dest, env)
 
     def _on_invoke(self, env) -> None:
@@ -395,6 +398,8 @@ class Runtime:
 
     def _accept(self, slot: Slot, env) -> None:
         """Queue a message in the order its sender sent it (sequence numbers per pair)."""
+        if type(env[4]) is list:  # small arrays travelled as bytes
+            env = env[:4] + (unpack_args(env[4]),) + env[5:]
         src, seq = env[6], env[7]
         expected = slot.expected
         exp = expected.get(src, 0)

@@ -7,6 +7,10 @@ MPI tag is the number of such buffers, and they follow on a second communicator,
 (MPI keeps the order of messages between two ranks on one communicator and tag). Smaller
 buffers stay in-band: one MPI message is cheaper than two.
 
+Small numpy arrays among an entry method's arguments skip numpy's pickling (about 11 µs
+for a dump and a load here, against 0.6 µs for their bytes): ``pack_args`` replaces them by
+their bytes and ``unpack_args`` rebuilds them on arrival.
+
 Sends are non-blocking; the transport keeps each request and the memory it reads until MPI
 reports it complete (``reap``).
 """
@@ -20,6 +24,32 @@ import numpy as np
 
 OOB_MIN = 8192  # bytes: smaller buffers are pickled in-band
 POOL = 4  # receive buffers kept per size, reused once the program dropped every view
+
+
+def pack_args(args: tuple):
+    """``args`` unchanged, or, if it holds small plain numpy arrays, a list
+    ``[args with those arrays as bytes, ((position, dtype, shape), ...)]``."""
+    for a in args:
+        if type(a) is np.ndarray:
+            break
+    else:
+        return args
+    packed = list(args)
+    specs = []
+    for pos, a in enumerate(args):
+        if type(a) is np.ndarray and a.nbytes < OOB_MIN and a.dtype.kind in "biufc":
+            packed[pos] = a.tobytes()
+            specs.append((pos, a.dtype.str, a.shape))
+    return [tuple(packed), tuple(specs)] if specs else args
+
+
+def unpack_args(packed: list) -> tuple:
+    """The arguments ``pack_args`` packed, with writable arrays."""
+    args, specs = packed
+    args = list(args)
+    for pos, dtype, shape in specs:
+        args[pos] = np.frombuffer(args[pos], dtype).reshape(shape).copy()
+    return tuple(args)
 
 
 class Transport:
