@@ -14,6 +14,8 @@ $(VENV)/.installed: pyproject.toml
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/shoal demo
+	$(VENV)/bin/shoal run -n 2 --timeout 5min examples/hello.py
+	$(VENV)/bin/shoal run -n 2 --timeout 5min examples/stencil2d.py --n 2048 --blocks 4 --iters 30
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
@@ -22,8 +24,11 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks examples
 
 bench: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[peers]'
 	$(PY) benchmarks/gossip_merge.py
 	$(PY) benchmarks/gossip_sim.py
+	$(PY) benchmarks/runtime_messaging.py
+	$(PY) benchmarks/stencil2d.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

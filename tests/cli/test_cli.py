@@ -1,6 +1,8 @@
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +13,7 @@ def shoal(*args, timeout=120):
 
 
 @pytest.mark.parametrize("cmd", [[], ["gossip"], ["gossip", "simulate"], ["gossip", "run"],
-                                 ["demo"]])
+                                 ["demo"], ["run"]])
 def test_help_on_every_command(cmd):
     out = shoal(*cmd, "--help")
     assert out.returncode == 0
@@ -65,3 +67,34 @@ def test_gossip_run_launches_ranks_and_prints_the_cluster():
     assert out.returncode == 0, out.stderr
     assert "Cluster as rank 0 sees it (3 nodes" in out.stdout
     assert "Per rank" in out.stdout
+
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_run_launches_a_program_on_n_pes():
+    out = shoal("run", "-n", "3", str(ROOT / "examples" / "hello.py"))
+    assert out.returncode == 0, out.stderr
+    assert "3 PEs, 8 elements" in out.stdout
+    assert sum("hello from element" in line for line in out.stdout.splitlines()) == 8
+
+
+@pytest.mark.parametrize("args,hint", [
+    (["run", "missing.py"], "does not exist"),
+    (["run", "-n", "0", str(ROOT / "examples" / "hello.py")], "at least 1 rank"),
+    (["run", "--timeout", "soon", str(ROOT / "examples" / "hello.py")], "--timeout"),
+])
+def test_run_rejects_bad_input(args, hint):
+    out = shoal(*args)
+    assert out.returncode == 2
+    assert hint in out.stderr
+
+
+def test_the_readme_runtime_program_runs(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    code = re.search(r"## Runtime.*?```python\n(.*?)```", readme, re.S).group(1)
+    prog = tmp_path / "readme_runtime.py"
+    prog.write_text(code)
+    out = shoal("run", "-n", "2", str(prog))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "120000.0", "1", "60000.0", "2", "30000.0", "1000"]
