@@ -14,7 +14,8 @@ from shoal.cli.gossip import gossip
 @click.version_option(shoal.__version__, prog_name="shoal")
 def cli() -> None:
     """shoal: an adaptive runtime for parallel programs on HPC clusters, and the system
-    knowledge it needs (gossip-spread node state; more parts to come)."""
+    knowledge it needs: gossip-spread node state and the migratable-object runtime (`shoal
+    run`); communication models, topology and mapping to come."""
 
 
 cli.add_command(gossip)
