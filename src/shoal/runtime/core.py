@@ -21,6 +21,8 @@ import traceback
 from collections import deque
 from types import CoroutineType
 
+from numpy import ndarray
+
 from shoal.errors import ShoalError, UsageError
 from shoal.runtime import reducers
 from shoal.runtime.collection import Collection, Slot
@@ -357,11 +359,12 @@ class Runtime:
         dest = coll.cache.get(index)
         if dest is None:  # believe it is at home until told otherwise
             dest = coll.cache[index] = coll.home(index)
-        if args:
-            packed = pack_args(args)
-            if packed is not args:
-                env = env[:4] + (packed,) + env[5:]
-        stat[1] += self._send(dest, env)
+        for a in args:
+            if type(a) is ndarray:
+                env = env[:4] + (pack_args(args),) + env[5:]
+                break
+        self.created += 1
+        stat[1] += self.net.send(dest, env)
 
     def _on_invoke(self, env) -> None:
         coll = self.colls.get(env[1])

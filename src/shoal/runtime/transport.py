@@ -69,6 +69,11 @@ class Transport:
         self._keep: list = []
         self._oob: list = []
         self._pool: dict[int, list] = {}
+        self._callback = self._out_of_band
+        self._isend = self.comm.Isend
+        self._improbe = self.comm.improbe
+        self._any = MPI.ANY_SOURCE
+        self._anytag = MPI.ANY_TAG
         self.bytes_sent = 0
 
     def _out_of_band(self, buf) -> bool:
@@ -80,18 +85,20 @@ class Transport:
 
     def send(self, dest: int, env) -> int:
         """Send ``env`` to rank ``dest``; returns the bytes put on the wire."""
-        self._oob.clear()
-        data = pickle.dumps(env, 5, buffer_callback=self._out_of_band)
-        nbytes = len(data)
-        self._reqs.append(self.comm.Isend(data, dest, len(self._oob)))
+        oob = self._oob
+        data = pickle.dumps(env, 5, buffer_callback=self._callback)
+        reqs = self._reqs
+        reqs.append(self._isend(data, dest, len(oob)))
         self._keep.append(data)
-        for raw in self._oob:
-            self._reqs.append(self._bufcomm.Isend(raw, dest, 0))
-            self._keep.append(raw)
-            nbytes += raw.nbytes
-        self._oob.clear()
+        nbytes = len(data)
+        if oob:
+            for raw in oob:
+                reqs.append(self._bufcomm.Isend(raw, dest, 0))
+                self._keep.append(raw)
+                nbytes += raw.nbytes
+            oob.clear()
         self.bytes_sent += nbytes
-        if len(self._reqs) > 64:
+        if len(reqs) > 64:
             self.reap()
         return nbytes
 
@@ -106,14 +113,14 @@ class Transport:
     def poll(self):
         """One envelope that has arrived, or None."""
         status = self._status
-        msg = self.comm.Improbe(self._mpi.ANY_SOURCE, self._mpi.ANY_TAG, status)
+        msg = self._improbe(self._any, self._anytag, status)
         if msg is None:
             return None
         nbuf = status.Get_tag()
+        if not nbuf:
+            return msg.recv()  # mpi4py receives and unpickles in one compiled call
         data = bytearray(status.Get_count(self._mpi.BYTE))
         msg.Recv(data)
-        if not nbuf:
-            return pickle.loads(data)
         src = status.Get_source()
         bufs = []
         for _ in range(nbuf):
