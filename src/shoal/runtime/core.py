@@ -213,7 +213,7 @@ class Runtime:
                 idle_from = now
             # a large message moves only while its sender tests it: no sleep before every
             # send has completed
-            if self.net.reap() and now - idle_from > self.poll_spin:
+            if self.net.reap(64) and now - idle_from > self.poll_spin:
                 time.sleep(sleep)
                 sleep = min(2 * sleep, self.poll_max)
         if idle_from is not None:

@@ -111,12 +111,18 @@ class Transport:
             self.reap()
         return nbytes
 
-    def reap(self) -> bool:
-        """Release the memory of completed sends; True when none is in flight."""
+    def reap(self, tries: int = 1) -> bool:
+        """Release the memory of completed sends; True when none is in flight. Testing a
+        send is what moves a large message along (MPI progresses it chunk by chunk), so an
+        idle PE tests up to ``tries`` times in a row."""
         reqs = self._reqs
-        if reqs and self._mpi.Request.Testall(reqs):
-            reqs.clear()
-            self._keep.clear()
+        if reqs:
+            testall = self._mpi.Request.Testall
+            for _ in range(tries):
+                if testall(reqs):
+                    reqs.clear()
+                    self._keep.clear()
+                    break
         return not reqs
 
     def poll(self):
