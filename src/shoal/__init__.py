@@ -16,6 +16,7 @@ from shoal.runtime import (
     my_pe,
     num_pes,
     quiescence,
+    sleep,
     start,
     stats,
 )
@@ -24,4 +25,4 @@ __version__ = "0.1.0"
 
 __all__ = ["Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime", "ShoalError",
            "UsageError", "WireError", "__version__", "create", "exit", "future", "my_pe",
-           "num_pes", "quiescence", "start", "stats"]
+           "num_pes", "quiescence", "sleep", "start", "stats"]

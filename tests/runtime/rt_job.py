@@ -4,6 +4,7 @@ traceback) and PE 0 prints ``OK NAME`` plus the figures the test compares."""
 
 import random
 import sys
+import time
 
 import numpy as np
 
@@ -163,6 +164,13 @@ class Ring(shoal.Chare):
     def twice(self, x):
         return 2 * x
 
+    async def nap(self, seconds, fut):
+        await shoal.sleep(seconds)
+        self.thisProxy[0].relay(fut)
+
+    def relay(self, fut):
+        fut.send("rested")
+
     async def ask(self, fut):
         other = self.thisProxy[(self.thisIndex[0] + 1) % self.n]
         total = 0
@@ -181,6 +189,14 @@ async def coroutines():
     fut = shoal.future()
     ring.ask(fut)
     assert await fut == n * 2 * sum(range(5))
+    t0 = time.perf_counter()
+    await shoal.sleep(0.05)
+    assert time.perf_counter() - t0 >= 0.05
+    # quiescence waits for a sleeping coroutine and for what it sends when it wakes
+    fut = shoal.future()
+    ring[1].nap(0.2, fut)
+    await shoal.quiescence()
+    assert fut.done and await fut == "rested"
     print("OK coroutines")
 
 

@@ -10,6 +10,7 @@ from shoal.runtime.api import (
     my_pe,
     num_pes,
     quiescence,
+    sleep,
     start,
     stats,
 )
@@ -20,4 +21,4 @@ from shoal.runtime.futures import Future
 from shoal.runtime.reducers import Reducer
 
 __all__ = ["Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime", "create",
-           "exit", "future", "my_pe", "num_pes", "quiescence", "start", "stats"]
+           "exit", "future", "my_pe", "num_pes", "quiescence", "sleep", "start", "stats"]

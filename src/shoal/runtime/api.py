@@ -55,6 +55,12 @@ def quiescence() -> Future:
     return current().quiescence()
 
 
+def sleep(seconds: float) -> Future:
+    """``await shoal.sleep(t)``: resume after ``t`` seconds; the PE runs other work meanwhile
+    (``time.sleep`` in an entry method would stop the whole PE)."""
+    return current().sleep(seconds)
+
+
 def my_pe() -> int:
     return current().pe
 

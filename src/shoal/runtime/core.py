@@ -219,6 +219,21 @@ class Runtime:
         if idle_from is not None:
             self.idle += time.perf_counter() - idle_from
 
+    def sleep(self, delay: float) -> Future:
+        """A future resolved after ``delay`` seconds (counted as pending work, so quiescence
+        waits for it)."""
+        if not delay >= 0:
+            raise UsageError(f"sleep for a duration >= 0 s, not {delay!r}")
+        fut = self.future()
+        self.created += 1
+
+        def wake():
+            self.processed += 1
+            self.resolve(self.pe, fut.fid, None)
+
+        self._after(delay, wake)
+        return fut
+
     def _after(self, delay: float, fn) -> None:
         self.nheap += 1
         heapq.heappush(self.timers, (time.perf_counter() + delay, self.nheap, fn))
