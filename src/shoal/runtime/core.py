@@ -3,9 +3,12 @@
 Each MPI rank is a PE. Its scheduler alternates between the network (envelopes from other
 PEs) and a local queue of work (entry-method invocations, coroutine resumptions), lowest
 priority value first and FIFO among equals. When there is nothing to do it spins for
-``poll_spin`` seconds, then sleeps with exponential back-off up to ``poll_max`` seconds: a
-message that arrives while a PE sleeps waits at most ``poll_max`` (the latency / idle-CPU
-trade-off; an idle PE costs about 20 µs of CPU per sleep).
+``poll_spin`` seconds, sleeps 10 µs at a time until it has been idle for ``10 poll_spin``,
+then sleeps with exponential back-off up to ``poll_max`` seconds. A message that reaches a
+recently busy PE waits about 10 µs; one that reaches a long idle PE waits up to
+``poll_max`` (the latency / idle-CPU trade-off; an idle PE costs about 20 µs of CPU per
+sleep). Without the short sleeps, two PEs that exchange messages slower than ``poll_spin``
+fall into a steady state where each one's reply waits for the other's wake-up.
 
 Envelopes are tuples whose first field is their kind. Application envelopes are counted when
 created and when processed, for quiescence detection; location updates and the detection's
@@ -215,7 +218,8 @@ class Runtime:
             # send has completed
             if self.net.reap(64) and now - idle_from > self.poll_spin:
                 time.sleep(sleep)
-                sleep = min(2 * sleep, self.poll_max)
+                if now - idle_from > 10 * self.poll_spin:  # idle for long: back off
+                    sleep = min(2 * sleep, self.poll_max)
         if idle_from is not None:
             self.idle += time.perf_counter() - idle_from
 
