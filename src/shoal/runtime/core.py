@@ -213,12 +213,14 @@ class Runtime:
                 continue
             now = time.perf_counter()
             if idle_from is None:
-                idle_from = now
-            # a large message moves only while its sender tests it: no sleep before every
-            # send has completed
-            if self.net.reap(64) and now - idle_from > self.poll_spin:
+                idle_from = quiet_from = now
+            if not self.net.reap(64):
+                # a large message moves only while its sender tests it: no sleep before
+                # every send has completed, and the spin starts when the last one has
+                quiet_from = now
+            elif now - quiet_from > self.poll_spin:
                 time.sleep(sleep)
-                if now - idle_from > 10 * self.poll_spin:  # idle for long: back off
+                if now - quiet_from > 10 * self.poll_spin:  # idle for long: back off
                     sleep = min(2 * sleep, self.poll_max)
         if idle_from is not None:
             self.idle += time.perf_counter() - idle_from
