@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shoal import Reducer, UsageError
-from shoal.runtime.core import children, parent
 from shoal.runtime.maps import home, local_indices
+from shoal.runtime.protocol import children, parent
 from shoal.runtime.proxy import CollectionProxy, ElementProxy, Method
 from shoal.runtime.reducers import combiner
 from shoal.runtime.transport import OOB_MIN, pack_args, unpack_args

@@ -10,9 +10,9 @@ recently busy PE waits about 10 µs; one that reaches a long idle PE waits up to
 sleep). Without the short sleeps, two PEs that exchange messages slower than ``poll_spin``
 fall into a steady state where each one's reply waits for the other's wake-up.
 
-Envelopes are tuples whose first field is their kind. Application envelopes are counted when
-created and when processed, for quiescence detection; location updates and the detection's
-own messages are not.
+Location management and migration live in :mod:`shoal.runtime.mobility`, broadcasts,
+reductions, channels and quiescence in :mod:`shoal.runtime.collectives`, the envelopes in
+:mod:`shoal.runtime.protocol`.
 """
 
 from __future__ import annotations
@@ -27,31 +27,27 @@ from types import CoroutineType
 from numpy import ndarray
 
 from shoal.errors import ShoalError, UsageError
-from shoal.runtime import reducers
 from shoal.runtime.collection import Collection, Slot
+from shoal.runtime.collectives import Collectives
 from shoal.runtime.context import current, set_current
 from shoal.runtime.futures import Future, Task
 from shoal.runtime.maps import check_map, local_indices
-from shoal.runtime.proxy import CollectionProxy, ElementProxy, Method
+from shoal.runtime.mobility import Mobility
+from shoal.runtime.protocol import (
+    BCAST_REQ,
+    COUNTED,
+    CREATE,
+    EXIT,
+    EXIT_REQ,
+    FUT,
+    INVOKE,
+    LOC,
+    children,
+)
+from shoal.runtime.proxy import CollectionProxy, ElementProxy
 from shoal.runtime.transport import Transport, pack_args, unpack_args
 
-(INVOKE, BCAST_REQ, BCAST, FUT, CREATE, INSERT, CREATE_ONE, MIGRATE, SIZE, RED, EXIT_REQ,
- QD_START, LOC, HOME, DELETED, QD_ASK, QD_REPLY, EXIT) = range(18)
-COUNTED = LOC  # kinds below this are application work, counted for quiescence
-ARITY = 4  # of the spanning trees over PEs
-CHANNEL = "_shoal_channel"  # the Chare methods that carry channel data and deletions
-DELETE = "_shoal_delete"
-
 __all__ = ["Runtime", "current"]
-
-
-def children(pe: int, root: int, npes: int) -> list[int]:
-    rel = (pe - root) % npes
-    return [(k + root) % npes for k in range(rel * ARITY + 1, min(rel * ARITY + ARITY + 1, npes))]
-
-
-def parent(pe: int, root: int, npes: int) -> int:
-    return ((((pe - root) % npes) - 1) // ARITY + root) % npes
 
 
 def _precise_sleep() -> None:
@@ -76,7 +72,7 @@ class _OnPE:
         return self.pe
 
 
-class Runtime:
+class Runtime(Mobility, Collectives):
     """The scheduler, location manager and collectives of one PE.
 
     ``poll_spin`` and ``poll_max`` (seconds) set the idle back-off; ``instrument`` records
@@ -305,39 +301,6 @@ class Runtime:
             self.early.setdefault(cid, []).append(env)
         return coll
 
-    def insert(self, proxy: CollectionProxy, index: tuple, args: tuple, pe) -> None:
-        if pe is not None and not (isinstance(pe, int) and 0 <= pe < self.npes):
-            raise UsageError(f"pe must lie in [0, {self.npes}) (got {pe!r})")
-        slot = self.current
-        start = slot.redno if slot is not None and slot.coll.cid == proxy.cid else None
-        self._send(0, (INSERT, proxy.cid, index, args, pe, start))
-
-    def _on_insert(self, env) -> None:
-        _, cid, index, args, pe, start = env
-        coll = self._coll(cid, env)
-        if coll is None:
-            return
-        if start is None:
-            start = coll.next_red
-        coll.size_events.append((start, 1))
-        dest = coll.home(index) if pe is None else pe
-        self._send(dest, (CREATE_ONE, cid, index, args, start, coll.bcast_count))
-
-    def _on_create_one(self, env) -> None:
-        _, cid, index, args, start, bcast = env
-        coll = self._coll(cid, env)
-        if coll is None:
-            return
-        if index in coll.local:
-            raise UsageError(f"element {list(index)} of {coll.cls.__name__} already exists")
-        slot = self._construct(coll, index, args)
-        slot.redno = start
-        slot.bcast = bcast
-        self._arrived(coll, slot)
-
-    def delete(self, proxy: CollectionProxy, index: tuple) -> None:
-        self.invoke(proxy.cid, index, DELETE, (), None, 0, None)
-
     # ----------------------------------------------------------------- entry methods
     def call(self, target, name: str, args: tuple, kwargs, ret: bool, prio: int):
         """Send ``name(*args, **kwargs)`` to an element or (broadcast) a whole collection."""
@@ -518,318 +481,6 @@ class Runtime:
                              "futures, reductions, channels and shoal.quiescence() only")
         fut.waiters.append(task)
 
-    # ----------------------------------------------------------------- broadcasts
-    def _on_bcast_req(self, env) -> None:
-        _, cid, name, args, kwargs, prio = env
-        coll = self._coll(cid, env)
-        if coll is None:
-            return
-        self._on_bcast((BCAST, cid, coll.bcast_count + 1, name, args, kwargs, prio))
-
-    def _on_bcast(self, env) -> None:
-        coll = self._coll(env[1], env)
-        if coll is None:
-            return
-        for child in children(self.pe, 0, self.npes):
-            self._send(child, env)
-        num = env[2]
-        coll.bcast_count = num
-        coll.history.append(env)
-        for slot in list(coll.local.values()):
-            if slot.bcast < num:
-                slot.bcast = num
-                self._push(env[6], _BCAST, slot, env)
-
-    def _run_bcast(self, slot: Slot, env) -> None:
-        _, _, _, name, args, kwargs, prio = env
-        self._run_invoke(slot, (INVOKE, slot.coll.cid, slot.index, name, args, kwargs,
-                                None, 0, prio, None, self.pe, 0))
-
-    def _catch_up(self, coll: Collection, slot: Slot) -> None:
-        """Deliver the broadcasts an element missed while it migrated."""
-        if slot.bcast >= coll.bcast_count:
-            return
-        missed = [env for env in coll.history if env[2] > slot.bcast]
-        if not missed or missed[0][2] != slot.bcast + 1:
-            raise ShoalError(f"element {list(slot.index)} of {coll.cls.__name__} missed more "
-                             f"than {coll.history.maxlen} broadcasts while migrating")
-        for env in missed:
-            self._push(env[6], _BCAST, slot, env)
-        slot.bcast = coll.bcast_count
-
-    # ----------------------------------------------------------------- migration
-    def request_migration(self, slot: Slot, pe: int) -> None:
-        if slot.coll.kind != "array":
-            raise UsageError("only array elements migrate (group members stay on their PE)")
-        if not (isinstance(pe, int) and 0 <= pe < self.npes):
-            raise UsageError(f"migrate to a PE in [0, {self.npes}) (got {pe!r})")
-        slot.migrate_to = pe
-
-    def _migrate_out(self, slot: Slot) -> None:
-        dest = slot.migrate_to
-        slot.migrate_to = None
-        if dest == self.pe:
-            return
-        coll = slot.coll
-        queued = self._extract(slot)
-        del coll.local[slot.index]
-        coll.forward[slot.index] = dest
-        coll.cache.pop(slot.index, None)
-        if coll.home(slot.index) == self.pe:
-            coll.where[slot.index] = dest
-        for r in coll.done:
-            if slot.redno > r:
-                coll.done[r] -= 1
-        obj = slot.obj
-        obj.__dict__.pop("_slot", None)
-        self._send(dest, (MIGRATE, coll.cid, slot.index, obj, slot.pack(queued)))
-        for r in list(coll.partial):
-            self._red_check(coll, r)
-
-    def _extract(self, slot: Slot) -> list:
-        """Take the queued messages of a leaving element out of the queue, in order."""
-        mine = [e for e in self.fifo if e[1] is slot]
-        if mine:
-            self.fifo = deque(e for e in self.fifo if e[1] is not slot)
-        hmine = sorted(e for e in self.heap if e[3] is slot)
-        if hmine:
-            self.heap = [e for e in self.heap if e[3] is not slot]
-            heapq.heapify(self.heap)
-        self.processed += len(mine) + len(hmine)  # they travel, and count again there
-        return [(e[0] is _BCAST, e[2]) for e in mine] + [(e[2] is _BCAST, e[4]) for e in hmine]
-
-    def _on_migrate(self, env) -> None:
-        _, cid, index, obj, state = env
-        coll = self._coll(cid, env)
-        if coll is None:
-            return
-        slot = Slot(coll, index)
-        queued = slot.unpack(state)
-        slot.obj = obj
-        obj._slot = slot
-        coll.local[index] = slot
-        coll.forward.pop(index, None)
-        for r in coll.done:
-            if slot.redno > r:
-                coll.done[r] += 1
-        for is_bcast, qenv in queued:
-            self._push(qenv[6] if is_bcast else qenv[8], _BCAST if is_bcast else _INVOKE,
-                       slot, qenv)
-        for src, seq in [k for k in slot.ooo if k[1] == slot.expected.get(k[0], 0)]:
-            self._accept(slot, slot.ooo.pop((src, seq)))
-        self._arrived(coll, slot)
-        self.current = slot
-        self._work = (slot, "on_migrated")
-        obj.on_migrated()
-        self.current = None
-        self._work = None
-
-    def _arrived(self, coll: Collection, slot: Slot) -> None:
-        """Tell the home where the element is; deliver what waited for it."""
-        h = coll.home(slot.index)
-        if h == self.pe:
-            self._on_home((HOME, coll.cid, slot.index, self.pe))
-        else:
-            self.net.send(h, (HOME, coll.cid, slot.index, self.pe))
-        self._catch_up(coll, slot)
-
-    def _on_home(self, env) -> None:
-        _, cid, index, pe = env
-        coll = self._coll(cid, env)
-        if coll is None:
-            return
-        if pe == self.pe:
-            coll.where.pop(index, None)
-        else:
-            coll.where[index] = pe
-        for waiting in coll.absent.pop(index, ()):
-            self.processed += 1
-            if pe == self.pe:
-                self._on_invoke(waiting)
-            else:
-                self._send(pe, waiting)
-
-    def _on_loc(self, env) -> None:
-        _, cid, index, pe = env
-        coll = self.colls.get(cid)
-        if coll is not None and index not in coll.local:
-            coll.cache[index] = pe
-
-    def delete_here(self, slot: Slot) -> None:
-        coll = slot.coll
-        if coll.kind != "array":
-            raise UsageError("only array elements can be deleted")
-        queued = self._extract(slot)
-        if queued:
-            raise UsageError(f"element {list(slot.index)} of {coll.cls.__name__} was deleted "
-                             f"with {len(queued)} message(s) still to run")
-        del coll.local[slot.index]
-        for r in coll.done:
-            if slot.redno > r:
-                coll.done[r] -= 1
-        self._send(coll.home(slot.index), (DELETED, coll.cid, slot.index))
-        self._send(0, (SIZE, coll.cid, slot.redno, -1))
-        for r in list(coll.partial):
-            self._red_check(coll, r)
-
-    def _on_deleted(self, env) -> None:
-        coll = self.colls[env[1]]
-        coll.where.pop(env[2], None)
-        coll.deleted.add(env[2])
-
-    def _on_size(self, env) -> None:
-        _, cid, start, delta = env
-        coll = self.colls[cid]
-        coll.size_events.append((start, delta))
-        for r in list(coll.total):
-            self._red_root(coll, r)
-
-    # ----------------------------------------------------------------- reductions
-    def contribute(self, slot: Slot, value, reducer, target) -> None:
-        reducers.combiner(reducer)
-        if not isinstance(target, (Future, Method)):
-            raise UsageError(f"a reduction's target is a Future or a proxy method, not "
-                             f"{target!r}")
-        coll = slot.coll
-        r = slot.redno
-        slot.redno += 1
-        if reducer is reducers.Reducer.gather:
-            value = [(slot.index, value)]
-        if r in coll.done:
-            coll.done[r] += 1
-        self._red_add(coll, r, value, 1, reducer, target)
-
-    def _red_add(self, coll: Collection, r: int, value, count: int, reducer, target) -> None:
-        part = coll.partial.get(r)
-        if part is None:
-            coll.partial[r] = [value, count, reducer, target]
-        else:
-            part[0] = reducers.combiner(reducer)(part[0], value)
-            part[1] += count
-        self._red_check(coll, r)
-
-    def _red_check(self, coll: Collection, r: int) -> None:
-        """Pass this PE's partial result of reduction ``r`` up the tree once every local
-        element has contributed (late contributions follow in further partials)."""
-        done = coll.done.get(r)
-        if done is None:
-            done = coll.done[r] = sum(1 for s in coll.local.values() if s.redno > r)
-        if done < len(coll.local):
-            return
-        del coll.done[r]
-        value, count, reducer, target = coll.partial.pop(r)
-        if self.pe == 0:
-            total = coll.total.get(r)
-            if total is None:
-                coll.total[r] = [value, count, reducer, target]
-            else:
-                total[0] = reducers.combiner(reducer)(total[0], value)
-                total[1] += count
-            self._red_root(coll, r)
-        else:
-            self._send(parent(self.pe, 0, self.npes),
-                       (RED, coll.cid, r, value, count, reducer, target))
-
-    def _on_red(self, env) -> None:
-        _, cid, r, value, count, reducer, target = env
-        coll = self._coll(cid, env)
-        if coll is not None:
-            self._red_add(coll, r, value, count, reducer, target)
-
-    def _red_root(self, coll: Collection, r: int) -> None:
-        total = coll.total.get(r)
-        if total is None or total[1] < coll.expected(r):
-            return
-        del coll.total[r]
-        coll.complete(r)
-        value, _, reducer, target = total
-        if reducer is reducers.Reducer.gather:
-            value = [v for _, v in sorted(value, key=lambda iv: iv[0])]
-        if isinstance(target, Future):
-            self.resolve(target.pe, target.fid, value)
-        else:
-            saved, self.current = self.current, None
-            target(value)
-            self.current = saved
-
-    # ----------------------------------------------------------------- channels
-    def channel_send(self, key, remote: ElementProxy, value) -> None:
-        self.invoke(remote.cid, remote.index, CHANNEL, (key, value), None, 0, None)
-
-    def channel_recv(self, slot: Slot, key) -> Future:
-        fut = self.future()
-        box = slot.chan.get(key)
-        if box:
-            self.resolve(self.pe, fut.fid, box.popleft())
-        else:
-            slot.waiting.setdefault(key, deque()).append(fut)
-        return fut
-
-    def channel_data(self, slot: Slot, key, value) -> None:
-        waiters = slot.waiting.get(key)
-        if waiters:
-            fut = waiters.popleft()
-            self.resolve(fut.pe, fut.fid, value)
-        else:
-            slot.chan.setdefault(key, deque()).append(value)
-
-    # ----------------------------------------------------------------- quiescence
-    def quiescence(self) -> Future:
-        """A future that resolves when no application message is in flight or queued
-        anywhere (counting waves over a spanning tree, two equal in a row)."""
-        fut = self.future()
-        self._send(0, (QD_START, fut))
-        return fut
-
-    def _on_qd_start(self, env) -> None:
-        self.qd_waiters.append(env[1])
-        if len(self.qd_waiters) == 1:
-            self.qd_last = None
-            self.qd_delay = 5e-4
-            self._qd_wave()
-
-    def _qd_wave(self) -> None:
-        self.qd_wave += 1
-        self._on_qd_ask((QD_ASK, self.qd_wave))
-
-    def _on_qd_ask(self, env) -> None:
-        self.qd_wave = env[1]
-        kids = children(self.pe, 0, self.npes)
-        self.qd_acc = [0, 0, len(kids)]
-        for child in kids:
-            self.net.send(child, env)
-        self._qd_reply_if_done()
-
-    def _on_qd_reply(self, env) -> None:
-        _, wave, created, processed = env
-        if wave != self.qd_wave:
-            return
-        self.qd_acc[0] += created
-        self.qd_acc[1] += processed
-        self.qd_acc[2] -= 1
-        self._qd_reply_if_done()
-
-    def _qd_reply_if_done(self) -> None:
-        acc = self.qd_acc
-        if acc[2] > 0:
-            return
-        created = acc[0] + self.created
-        processed = acc[1] + self.processed
-        if self.pe != 0:
-            self.net.send(parent(self.pe, 0, self.npes),
-                          (QD_REPLY, self.qd_wave, created, processed))
-            return
-        # the counts of this PE include its own queue: PE 0 is idle only if it is empty
-        now = (created, processed)
-        if created == processed and now == self.qd_last:
-            waiters, self.qd_waiters = self.qd_waiters, []
-            for fut in waiters:
-                self.resolve(fut.pe, fut.fid, None)
-            return
-        self.qd_last = now if created == processed else None
-        self.qd_delay = min(2 * self.qd_delay, 0.05)
-        self._after(self.qd_delay, self._qd_wave)
-
     # ----------------------------------------------------------------- exit
     def _on_exit_req(self, env) -> None:
         self._on_exit((EXIT,))
@@ -872,7 +523,7 @@ def _resume(rt: Runtime, task: Task, value) -> None:
 
 
 _INVOKE = Runtime._run_invoke
-_BCAST = Runtime._run_bcast
+Runtime._invoke_kind = staticmethod(_INVOKE)  # the queue kind, for the mobility mixin
 _ENVELOPE = _envelope
 _MAIN = _main
 _RESUME = _resume
