@@ -254,6 +254,7 @@ class Walker(shoal.Chare):
         self.got = {}
         self.sent = 0
         self.moves = 0
+        self.arrivals = 0
         self.bcasts = 0
 
     def tick(self, r):
@@ -278,11 +279,10 @@ class Walker(shoal.Chare):
         self.bcasts += 1
 
     def on_migrated(self):
-        self.arrivals = getattr(self, "arrivals", 0) + 1
+        self.arrivals += 1
 
     def report(self, fut):
-        received = len(self.got)
-        self.contribute(np.array([self.sent, self.moves, self.bcasts, received]),
+        self.contribute(np.array([self.sent, self.moves, self.bcasts, self.arrivals]),
                         Reducer.sum, fut)
 
     def senders(self, fut):
@@ -298,9 +298,10 @@ async def migration():
     await shoal.quiescence()
     fut = shoal.future()
     w.report(fut)
-    sent, moves, bcasts, _ = await fut
+    sent, moves, bcasts, arrivals = await fut
     assert sent == n * rounds * 8
     assert bcasts == 3 * n
+    assert arrivals == moves  # on_migrated ran once per move, with the state intact
     fut = shoal.future()
     w.senders(fut)
     # every sender's messages arrived in order (checked on arrival); the last number each
@@ -347,6 +348,51 @@ async def exact_counts():
     print("OK exact", sent)
 
 
+# ---------------------------------------------------------------- instrumentation
+class Stats(shoal.Chare):
+    def get(self, fut):
+        self.contribute([shoal.stats()], Reducer.sum, fut)
+
+
+class Busy(shoal.Chare):
+    def work(self, k, seconds):
+        t = time.perf_counter()
+        while time.perf_counter() - t < seconds:
+            pass
+        if k:
+            self.thisProxy[(self.thisIndex[0] + 1) % 4].work(k - 1, seconds)
+
+
+async def stats():
+    b = shoal.Array(Busy, 4)
+    b[0].work(11, 0.002)  # 12 calls around the ring, 3 per element, 11 messages between them
+    await shoal.quiescence()
+    fut = shoal.future()
+    shoal.Group(Stats).get(fut)
+    per_pe = await fut
+    calls = {}
+    wall = {}
+    comm = {}
+    for st in per_pe:
+        assert st["idle"] > 0
+        for key, methods in st["elements"].items():
+            if key[0] == b.cid:
+                calls[key[1]] = methods["work"][0]
+                wall[key[1]] = methods["work"][1]
+        for (src, dst), (msgs, nbytes) in st["comm"].items():
+            if dst[0] == b.cid:
+                comm[(src, dst[1])] = (msgs, nbytes)
+    assert calls == {(i,): 3 for i in range(4)}, calls
+    assert all(0.006 <= w < 0.5 for w in wall.values()), wall
+    ring = {k: v for k, v in comm.items() if k[0][0] == b.cid}
+    assert sum(m for m, _ in ring.values()) == 11
+    assert all(k[1] == ((k[0][1][0] + 1) % 4,) for k in ring)
+    pes = shoal.num_pes()
+    crossing = [v for k, v in ring.items() if (k[0][1][0] * pes // 4) != (k[1][0] * pes // 4)]
+    assert all(nbytes > 0 for _, nbytes in crossing) and crossing
+    print("OK stats")
+
+
 # ---------------------------------------------------------------- errors
 class Faulty(shoal.Chare):
     def boom(self):
@@ -382,7 +428,7 @@ def library():
 
 SCENARIOS = {"order": order, "reductions": reductions, "groups": groups,
              "coroutines": coroutines, "amr": amr, "migration": migration,
-             "exact": exact_counts, "error": error}
+             "exact": exact_counts, "stats": stats, "error": error}
 
 if __name__ == "__main__":
     name = sys.argv[1]

@@ -19,7 +19,7 @@ def run_job(name: str, ranks: int) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("name,ranks", [
     ("order", 3), ("reductions", 4), ("groups", 3), ("coroutines", 3), ("amr", 3),
-    ("migration", 4), ("migration", 2), ("exact", 3), ("library", 2),
+    ("migration", 4), ("migration", 2), ("exact", 3), ("stats", 2), ("library", 2),
 ])
 def test_scenario(name, ranks):
     out = run_job(name, ranks)
