@@ -8,17 +8,19 @@ import click
 
 import shoal
 from shoal.cli.gossip import gossip
+from shoal.cli.netmodel import netmodel
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(shoal.__version__, prog_name="shoal")
 def cli() -> None:
     """shoal: an adaptive runtime for parallel programs on HPC clusters, and the system
-    knowledge it needs: gossip-spread node state and the migratable-object runtime (`shoal
-    run`); communication models, topology and mapping to come."""
+    knowledge it needs: gossip-spread node state, the migratable-object runtime (`shoal
+    run`) and the max-rate communication model; topology and mapping to come."""
 
 
 cli.add_command(gossip)
+cli.add_command(netmodel)
 
 
 @cli.command()

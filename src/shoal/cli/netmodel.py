@@ -1,0 +1,160 @@
+"""``shoal netmodel``: fit, predict and advise with the max-rate model of seed 003."""
+
+from __future__ import annotations
+
+import math
+
+import click
+
+from shoal import units
+from shoal.cli.render import console, table
+from shoal.errors import UsageError
+from shoal.netmodel.models import EQUATION, Model, format_rate
+
+KINDS = ("maxrate", "maxrate4", "overhead")
+
+
+@click.group()
+def netmodel() -> None:
+    """Communication models of multicore nodes (Gropp et al.; seed 003): postal,
+    max-rate (T = alpha + k n / min(R_N, k R_C)) and their fitting."""
+
+
+def _sizes(text: str, flag: str) -> list[float]:
+    values = [float(units.parse_size(x, flag)) for x in units.expand_sweep(text)]
+    if any(v <= 0 for v in values):
+        raise UsageError(f"{flag} sizes must be positive")
+    return values
+
+
+def _counts(text: str, flag: str) -> list[int]:
+    return [units.parse_count(x, flag, 1) for x in units.expand_sweep(text)]
+
+
+def _params_row(model: Model) -> list:
+    p = model.params
+    out = []
+    for name in ("alpha", "rn", "rc", "rcb", "rci", "beta"):
+        if name not in p:
+            out.append("")
+        elif name == "alpha":
+            out.append(units.format_duration(p[name]))
+        elif name == "beta":
+            out.append(format_rate(1.0 / p[name]) if p[name] > 0 else "∞")
+        else:
+            out.append(format_rate(p[name]))
+    return out
+
+
+@netmodel.command()
+@click.argument("csv_path", metavar="DATA.csv", type=click.Path(dir_okay=False))
+@click.option("--thresholds", default=None,
+              help="Regime thresholds, e.g. 32B,1KiB (default: found in the data); "
+                   "'none' for a single regime.")
+@click.option("--reduce", "how", type=click.Choice(["best", "median"]), default="best",
+              show_default=True, help="How repetitions of one (k, n) become one time.")
+@click.option("--model", "kind", type=click.Choice(KINDS), default="maxrate",
+              show_default=True, help="The model written to --save.")
+@click.option("--save", default=None, help="Write the machine profile (TOML).")
+@click.option("--plot", default=None, help="Figure: bandwidth vs size per k (PNG).")
+@click.option("--errors", "errors_png", default=None, help="Figure: relative errors (PNG).")
+def fit(csv_path, thresholds, how, kind, save, plot, errors_png) -> None:
+    """Fit every model to benchmark data per protocol regime and compare them: parameters
+    (the form of Table 1) and relative-error sums (Table 2)."""
+    from shoal.netmodel.data import read_csv
+    from shoal.netmodel.profile import Profile, provenance
+    from shoal.netmodel.regimes import LABELS, VARIANTS, analyse, describe
+
+    m = read_csv(csv_path)
+    cuts = None
+    if thresholds is not None:
+        cuts = [] if thresholds.strip() == "none" else _sizes(thresholds, "--thresholds")
+    regimes = analyse(m, cuts, how)
+    rows = []
+    for reg in regimes:
+        for variant in ("maxrate4", "maxrate", "postal_all"):
+            f = reg.fits.get(variant)
+            if f is not None:
+                rows.append([reg.name, describe(reg), LABELS[variant], *_params_row(f.model)])
+    console.print(table(f"Fitted parameters ({csv_path}, {len(m.t)} measurements)",
+                        ["regime", "sizes", "model", "alpha", "R_N", "R_C", "R_Cb", "R_Ci",
+                         "1/beta"], rows))
+    rows = []
+    for reg in regimes:
+        rows.append([reg.name, reg.count, *[reg.error_sum.get(v, math.nan) for v in VARIANTS],
+                     *[reg.error_max.get(v, math.nan) for v in ("maxrate", "postal_all")]])
+    console.print(table("Relative-error sums (and maxima) of the fits",
+                        ["regime", "points", *[LABELS[v] for v in VARIANTS],
+                         "max err 3-p", "max err postal"], rows))
+    for reg in regimes:
+        for note in dict.fromkeys(reg.notes):
+            console.print(f"[yellow]{reg.name}: {note}[/yellow]")
+    if save:
+        picked = []
+        for reg in regimes:
+            f = reg.fits.get(kind) or reg.fits.get("postal_all")
+            picked.append((reg.name, reg.low, reg.high, f.model))
+        Profile(picked, provenance(str(csv_path))).save(save)
+        console.print(f"profile written to {save}")
+    if plot:
+        from shoal.netmodel.plots import bandwidth
+
+        bandwidth(m, regimes, "maxrate", plot)
+    if errors_png:
+        from shoal.netmodel.plots import errors
+
+        errors(m, regimes, errors_png)
+
+
+@netmodel.command()
+@click.option("--profile", "path", required=True, help="A profile from `fit --save`.")
+@click.option("--bytes", "sizes", default="1KiB,64KiB,1MiB", show_default=True,
+              help="Message sizes (list or start:stop:step).")
+@click.option("--k", "ks", default="1,2,4,8,16", show_default=True,
+              help="Processes per node communicating at once.")
+def predict(path, sizes, ks) -> None:
+    """Time and aggregate bandwidth of k processes each sending n bytes off the node."""
+    from shoal.netmodel.profile import Profile
+
+    prof = Profile.load(path)
+    rows = []
+    for n in _sizes(sizes, "--bytes"):
+        model = prof.model_for(n)
+        for k in _counts(ks, "--k"):
+            t = float(model.time(n, k))
+            rows.append([units.format_bytes(n), k, model.kind, units.format_duration(t),
+                         format_rate(k * n / t)])
+    console.print(table(f"Predicted by {path}", ["bytes", "k", "model", "time", "bandwidth"],
+                        rows))
+
+
+@netmodel.command()
+@click.option("--profile", "path", required=True, help="A profile from `fit --save`.")
+@click.option("--bytes", "size", default="1MiB", show_default=True,
+              help="Bytes per halo edge.")
+@click.option("--edges", default=4, show_default=True, help="Halo edges per process.")
+@click.option("--k", "ks", default="1,2,4,8,16,32", show_default=True,
+              help="Processes per node to compare.")
+def advise(path, size, edges, ks) -> None:
+    """How many processes per node should communicate at once (k* = R_N / R_C), and a
+    halo exchange under the postal vs the max-rate model (Section 3.1, eq. 6)."""
+    from shoal.netmodel.advise import halo
+    from shoal.netmodel.profile import Profile
+
+    if edges < 1:
+        raise UsageError("--edges must be at least 1")
+    n = _sizes(size, "--bytes")[0]
+    model = Profile.load(path).model_for(n)
+    if model.kind == "postal":
+        raise UsageError(f"the profile's model for {units.format_bytes(n)} is postal: refit "
+                         f"with measurements at several k to get R_N")
+    kstar = model.saturation_k()
+    beyond = math.ceil(kstar) if math.isfinite(kstar) else "∞"
+    console.print(f"k* = R_N / R_C = {kstar:.3g}: beyond {beyond} processes per node, more "
+                  f"concurrent senders only share R_N")
+    rows = [[r["k"], units.format_duration(r["postal_s"]), units.format_duration(r["maxrate_s"]),
+             r["ratio"]] for r in halo(model, edges, n, _counts(ks, "--k"))]
+    console.print(table(f"Halo exchange: {edges} edges of {units.format_bytes(n)} per process",
+                        ["k per node", "postal (eq. 2)", f"max-rate ({EQUATION[model.kind]})",
+                         "max-rate / postal"], rows))
+
