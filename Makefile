@@ -29,6 +29,8 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/gossip_sim.py
 	$(PY) benchmarks/runtime_messaging.py
 	$(PY) benchmarks/stencil2d.py
+	$(PY) benchmarks/runtime_idle.py
+	$(PY) benchmarks/netmodel_fit.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

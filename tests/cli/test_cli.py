@@ -13,7 +13,8 @@ def shoal(*args, timeout=120):
 
 
 @pytest.mark.parametrize("cmd", [[], ["gossip"], ["gossip", "simulate"], ["gossip", "run"],
-                                 ["demo"], ["run"]])
+                                 ["demo"], ["run"], ["netmodel"], ["netmodel", "fit"],
+                                 ["netmodel", "predict"], ["netmodel", "advise"]])
 def test_help_on_every_command(cmd):
     out = shoal(*cmd, "--help")
     assert out.returncode == 0
