@@ -107,6 +107,82 @@ def fit(csv_path, thresholds, how, kind, save, plot, errors_png) -> None:
 
 
 @netmodel.command()
+@click.option("-n", "--np", "nprocs", type=int, default=None,
+              help="Launch this many ranks through mpiexec; without it, run as the ranks of "
+                   "an MPI job already started (mpiexec or srun across two nodes).")
+@click.option("--k", "ks", default="1:4:1", show_default=True,
+              help="Pairs communicating at once (list or start:stop:step).")
+@click.option("--sizes", default="1B:4MiB", show_default=True,
+              help="Message sizes: a list, START:STOP (powers of two) or START:STOP:xF.")
+@click.option("--repeat", default=5, show_default=True, help="Repetitions per (k, n).")
+@click.option("--mode", type=click.Choice(["pingpong", "ack"]), default="pingpong",
+              show_default=True, help="n bytes back, or a zero-byte acknowledgement.")
+@click.option("--min-time", default="20ms", show_default=True,
+              help="Each repetition loops until it lasts about this long.")
+@click.option("--pseudo-nodes", default=None,
+              help="NODESxRANKS: treat consecutive ranks of one host as nodes (testing).")
+@click.option("--csv", "csv_path", default="netmodel.csv", show_default=True,
+              help="Tidy output (k, n, repetition, seconds, bytes_per_s) + JSON sidecar.")
+def bench(nprocs, ks, sizes, repeat, mode, min_time, pseudo_nodes, csv_path) -> None:
+    """Measure k pairs exchanging n-byte messages between two nodes (seed 003, 4.1)."""
+    from shoal.netmodel.bench import geometric_sizes
+
+    klist = _counts(ks, "--k")
+    nlist = geometric_sizes(sizes)
+    tmin = units.parse_duration(min_time, "--min-time")
+    if repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    pseudo = None
+    if pseudo_nodes is not None:
+        try:
+            a, b = (int(x) for x in pseudo_nodes.lower().split("x"))
+        except ValueError:
+            raise UsageError(f"--pseudo-nodes {pseudo_nodes!r}: write NODESxRANKS, e.g. "
+                             "2x4") from None
+        if a < 2 or b < 1:
+            raise UsageError("--pseudo-nodes needs at least 2 nodes of 1 rank")
+        pseudo = (a, b)
+    if nprocs is not None:
+        from shoal.launch import run_ranks
+
+        if pseudo is not None and pseudo[0] * pseudo[1] != nprocs:
+            raise UsageError(f"--pseudo-nodes {pseudo_nodes} declares {pseudo[0] * pseudo[1]} "
+                             f"ranks but the job has {nprocs}: use -n {pseudo[0] * pseudo[1]}")
+        if pseudo is not None and max(klist) > pseudo[1]:
+            raise UsageError(f"k must lie in 1..{pseudo[1]}: a pseudo-node has {pseudo[1]} "
+                             f"ranks")
+        argv = ["-m", "shoal", "netmodel", "bench", "--k", ks, "--sizes", sizes, "--repeat",
+                str(repeat), "--mode", mode, "--min-time", min_time, "--csv", csv_path]
+        if pseudo_nodes:
+            argv += ["--pseudo-nodes", pseudo_nodes]
+        done = run_ranks(nprocs, argv, timeout=None)
+        if done.returncode:
+            raise UsageError(f"the MPI job failed with exit code {done.returncode} "
+                             "(see the rank's message above)")
+        return
+    from mpi4py import MPI
+
+    from shoal.cli.render import write_csv
+    from shoal.launch import abort_on_error
+    from shoal.netmodel.bench import run
+
+    comm = MPI.COMM_WORLD
+    with abort_on_error(comm):
+        res = run(comm, klist, nlist, repeat, mode, tmin, pseudo)
+        if res is not None:
+            write_csv(csv_path, res["rows"], res["meta"])
+            best = {}
+            for row in res["rows"]:
+                key = (row["k"], row["n"])
+                best[key] = min(best.get(key, math.inf), row["seconds"])
+            rows = [[units.format_bytes(n), k, units.format_duration(t), format_rate(k * n / t)]
+                    for (k, n), t in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][0]))]
+            console.print(table(f"Best of {repeat} ({mode}; {res['meta']['mpi_library']})",
+                                ["bytes", "k", "time", "aggregate"], rows))
+            console.print(f"wrote {csv_path} (+ .json); fit with: shoal netmodel fit {csv_path}")
+
+
+@netmodel.command()
 @click.option("--profile", "path", required=True, help="A profile from `fit --save`.")
 @click.option("--bytes", "sizes", default="1KiB,64KiB,1MiB", show_default=True,
               help="Message sizes (list or start:stop:step).")
