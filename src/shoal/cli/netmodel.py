@@ -183,6 +183,37 @@ def bench(nprocs, ks, sizes, repeat, mode, min_time, pseudo_nodes, csv_path) -> 
 
 
 @netmodel.command()
+@click.option("--rc", default="150Mbit", show_default=True, help="Rate of each process's link.")
+@click.option("--rn", default="250Mbit", show_default=True, help="Rate of the node's link.")
+@click.option("--pairs", default=4, show_default=True, help="Processes per emulated node.")
+@click.option("--sizes", default="64KiB:1MiB:x4", show_default=True,
+              help="Message sizes (small ones pass the shapers' buckets unshaped).")
+@click.option("--mode", type=click.Choice(["ack", "pingpong"]), default="ack",
+              show_default=True, help="Benchmark pattern.")
+@click.option("--repeat", default=5, show_default=True, help="Repetitions (best is kept).")
+@click.option("--csv", "csv_path", default="emulated.csv", show_default=True,
+              help="Where the measurements go.")
+@click.pass_context
+def emulate(ctx, rc, rn, pairs, sizes, mode, repeat, csv_path) -> None:
+    """Build a two-node cluster of network namespaces on this host (root; per-process links
+    shaped to --rc, the node link to --rn), measure k = 1, 2, 4, ... pairs across it, fit the
+    models and compare what they find with what was set."""
+    from shoal.netmodel.emulate import Cluster, run_benchmark
+
+    rc_b, rn_b = units.parse_rate(rc, "--rc"), units.parse_rate(rn, "--rn")
+    ks = sorted({min(2**i, pairs) for i in range(6) if 2**i <= max(pairs, 1)} | {pairs})
+    with Cluster(rc_b, rn_b, pairs) as cluster:
+        console.print(f"emulated 2 nodes x {pairs} processes: R_C {format_rate(rc_b)}, "
+                      f"R_N {format_rate(rn_b)} (k* = {rn_b / rc_b:.3g})")
+        done = run_benchmark(cluster, ks, sizes, repeat, mode, "50ms", csv_path)
+        if done.returncode:
+            raise UsageError(f"the benchmark failed in the emulated cluster:\n"
+                             f"{done.stderr[-2000:]}")
+    ctx.invoke(fit, csv_path=csv_path, thresholds="none", how="best", kind="maxrate",
+               save=None, plot=None, errors_png=None)
+
+
+@netmodel.command()
 @click.option("--profile", "path", required=True, help="A profile from `fit --save`.")
 @click.option("--bytes", "sizes", default="1KiB,64KiB,1MiB", show_default=True,
               help="Message sizes (list or start:stop:step).")

@@ -1,0 +1,42 @@
+"""The paper's thesis on real traffic: two emulated nodes (network namespaces, tc tbf) with
+per-process links of R_C and a node link of R_N; the max-rate fit must find both, and
+describe the data far better than the postal model (seed 003, eq. 3 and Table 2)."""
+
+import subprocess
+
+import pytest
+
+from shoal.netmodel.data import read_csv
+from shoal.netmodel.emulate import Cluster, available, run_benchmark
+from shoal.netmodel.regimes import analyse
+
+WHY = available()
+RC, RN = 150e6 / 8, 250e6 / 8  # 150 and 250 Mbit/s in bytes/s
+
+
+@pytest.mark.skipif(WHY is not None, reason=f"no emulated cluster here: {WHY}")
+def test_max_rate_fit_recovers_the_shaped_rates(tmp_path):
+    csv = tmp_path / "emulated.csv"
+    with Cluster(RC, RN, per_node=4) as cluster:
+        done = run_benchmark(cluster, [1, 2, 4], "64KiB:1MiB:x4", 5, "ack", "50ms", str(csv),
+                             timeout=150)
+        assert done.returncode == 0, done.stderr[-3000:]
+        names = cluster.namespaces
+    # everything it made is gone
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not any(ns in listed for ns in names)
+    (reg,) = analyse(read_csv(csv), thresholds=[])
+    p = reg.fits["maxrate"].model.params
+    assert p["rc"] == pytest.approx(RC, rel=0.15)
+    assert p["rn"] == pytest.approx(RN, rel=0.15)
+    for postal in ("postal_one", "postal_max", "postal_all"):
+        assert reg.error_sum["maxrate"] * 10 < reg.error_sum[postal], reg.error_sum
+
+
+def test_cluster_refuses_impossible_settings():
+    from shoal import UsageError
+
+    with pytest.raises(UsageError, match="positive"):
+        Cluster(0, RN, 2)
+    with pytest.raises(UsageError, match="1..32"):
+        Cluster(RC, RN, 0)
