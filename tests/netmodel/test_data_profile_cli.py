@@ -89,6 +89,10 @@ def test_a_single_k_cannot_give_r_n(tmp_path):
     write_csv(data, synthetic(BW, [2], 2.0 ** np.arange(10, 20), seed=1))
     out = shoal("netmodel", "fit", str(data), "--thresholds", "none", "--save",
                 str(tmp_path / "p.toml"))
+    assert out.returncode == 2
+    assert "R_N needs measurements at two or more k" in out.stderr
+    out = shoal("netmodel", "fit", str(data), "--thresholds", "none", "--model", "postal",
+                "--save", str(tmp_path / "p.toml"))
     assert out.returncode == 0
     assert "R_N and R_C cannot be separated" in out.stdout
     out = shoal("netmodel", "advise", "--profile", str(tmp_path / "p.toml"))

@@ -53,7 +53,7 @@ def _params_row(model: Model) -> list:
                    "'none' for a single regime.")
 @click.option("--reduce", "how", type=click.Choice(["best", "median"]), default="best",
               show_default=True, help="How repetitions of one (k, n) become one time.")
-@click.option("--model", "kind", type=click.Choice(KINDS), default="maxrate",
+@click.option("--model", "kind", type=click.Choice([*KINDS, "postal"]), default="maxrate",
               show_default=True, help="The model written to --save.")
 @click.option("--save", default=None, help="Write the machine profile (TOML).")
 @click.option("--plot", default=None, help="Figure: bandwidth vs size per k (PNG).")
@@ -92,7 +92,11 @@ def fit(csv_path, thresholds, how, kind, save, plot, errors_png) -> None:
     if save:
         picked = []
         for reg in regimes:
-            f = reg.fits.get(kind) or reg.fits.get("postal_all")
+            f = reg.fits.get("postal_all" if kind == "postal" else kind)
+            if f is None:
+                raise UsageError(f"the {reg.name} regime cannot give the {kind} model (R_N "
+                                 f"needs measurements at two or more k): measure more pairs, "
+                                 f"or save --model postal")
             picked.append((reg.name, reg.low, reg.high, f.model))
         Profile(picked, provenance(str(csv_path))).save(save)
         console.print(f"profile written to {save}")

@@ -142,6 +142,7 @@ def run(comm, ks: list[int], sizes: list[int], repeat: int = 5, mode: str = "pin
     meta = {"mpi_library": MPI.Get_library_version().strip().splitlines()[0],
             "mpi_version": ".".join(map(str, MPI.Get_version())), "mode": mode,
             "ranks": comm.Get_size(), "nodes": len(nodes), "pairs_max": kmax,
+            "processes_per_node": [int(np.sum(node == x)) for x in nodes],
             "pseudo_nodes": None if pseudo is None else f"{pseudo[0]}x{pseudo[1]}",
             "repeat": repeat, "min_time_s": min_time, "hosts": hosts}
     return {"rows": out, "meta": meta}
