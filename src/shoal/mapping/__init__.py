@@ -1,0 +1,1 @@
+"""Topology-aware process mapping: patterns, mappings, contention metrics (seed 004)."""

@@ -1,0 +1,193 @@
+"""Communication patterns described declaratively (seed 004: the application describes its
+pattern, the runtime maps it; Section 2.1 lists the patterns of real codes).
+
+A description is a string (or the same keys in a TOML/JSON file):
+
+- ``grid 128x128 stencil=star periodic=no bytes=1MiB``: nearest neighbours on a 1-3D logical
+  grid; ``star`` takes all 3^d - 1 surrounding processes (the paper's 8 in 2D, 26 in 3D),
+  ``edges`` the 2d along the axes;
+- ``dimwise 64x64 bytes=64KiB``: every process with all others of its row, column (and
+  plane line in 3D), as FFT transposes do;
+- ``diagonal 64x64 bytes=1KiB``: every process with the others on its two diagonals (ray
+  tracing with domain decomposition);
+- ``alltoall 512 bytes=1KiB``;
+- ``graph edges.txt``: an edge list, one ``src dst [bytes]`` per line (``#`` comments).
+
+Grid processes are numbered row-major (the last index varies fastest) or with
+``order=column``. A pattern is the arrays (src, dst, bytes) over ``nprocs`` ranks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from shoal.errors import UsageError
+from shoal.units import parse_size
+
+KINDS = ("grid", "dimwise", "diagonal", "alltoall", "graph")
+
+
+@dataclass
+class Pattern:
+    """Messages among ``nprocs`` ranks: ``src[i]`` sends ``nbytes[i]`` to ``dst[i]``."""
+
+    nprocs: int
+    src: np.ndarray
+    dst: np.ndarray
+    nbytes: np.ndarray
+    description: str
+
+
+def parse(text: str) -> Pattern:
+    """A pattern from a description string, or ``@file.toml`` / ``@file.json``."""
+    text = text.strip()
+    if text.startswith("@"):
+        return _from_file(Path(text[1:]))
+    words = text.split()
+    if not words or words[0] not in KINDS:
+        raise UsageError(f"a pattern starts with one of {', '.join(KINDS)} (got {text!r})")
+    opts = {}
+    for w in words[2:]:
+        if "=" not in w:
+            raise UsageError(f"pattern option {w!r}: write key=value")
+        k, v = w.split("=", 1)
+        opts[k] = v
+    if len(words) < 2:
+        raise UsageError(f"{words[0]} needs a size, e.g. '{words[0]} 128x128'")
+    return build(words[0], words[1], opts, text)
+
+
+def _from_file(path: Path) -> Pattern:
+    try:
+        raw = path.read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read pattern file {path}: {exc.strerror}") from None
+    if path.suffix == ".json":
+        data = json.loads(raw)
+    else:
+        from shoal.netmodel.profile import tomllib
+
+        data = tomllib.loads(raw)
+    kind = data.pop("kind", None)
+    size = data.pop("size", None)
+    if kind is None or size is None:
+        raise UsageError(f"{path}: a pattern file needs 'kind' and 'size'")
+    return build(kind, str(size), {k: str(v) for k, v in data.items()}, f"@{path}")
+
+
+def _dims(size: str, kind: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(x) for x in size.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"{kind} size {size!r}: write it like 128x128") from None
+    if not 1 <= len(dims) <= 3 or min(dims) < 1:
+        raise UsageError(f"{kind} size {size!r}: 1 to 3 positive dimensions")
+    return dims
+
+
+def build(kind: str, size: str, opts: dict, description: str) -> Pattern:
+    nbytes = float(parse_size(opts.pop("bytes", "1"), "bytes="))
+    order = opts.pop("order", "row")
+    if order not in ("row", "column"):
+        raise UsageError("order= is row or column")
+    if kind == "graph":
+        if opts:
+            raise UsageError(f"unknown option(s) for graph: {', '.join(opts)}")
+        return _graph(Path(size), nbytes)
+    if kind == "alltoall":
+        try:
+            n = int(size)
+        except ValueError:
+            raise UsageError(f"alltoall size {size!r}: give the number of processes") from None
+        src, dst = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+        keep = src != dst
+        return _pattern(n, src[keep], dst[keep], nbytes, description, opts)
+    dims = _dims(size, kind)
+    coords = np.array(list(itertools.product(*[range(d) for d in dims])))  # row-major
+    if kind == "grid":
+        stencil = opts.pop("stencil", "star")
+        periodic = opts.pop("periodic", "no")
+        if stencil not in ("star", "edges") or periodic not in ("yes", "no"):
+            raise UsageError("grid takes stencil=star|edges and periodic=yes|no")
+        if stencil == "star":
+            offs = [o for o in itertools.product((-1, 0, 1), repeat=len(dims)) if any(o)]
+        else:
+            offs = [tuple(s if e == d else 0 for e in range(len(dims)))
+                    for d in range(len(dims)) for s in (-1, 1)]
+        return _offsets(dims, coords, np.array(offs), periodic == "yes", order, nbytes,
+                        description, opts)
+    if kind == "dimwise":
+        offs = [tuple(k if e == d else 0 for e in range(len(dims)))
+                for d in range(len(dims)) for k in range(-dims[d] + 1, dims[d]) if k]
+        return _offsets(dims, coords, np.array(offs), False, order, nbytes, description, opts)
+    if len(dims) != 2:
+        raise UsageError("diagonal patterns are 2-D (e.g. diagonal 64x64)")
+    m = max(dims)
+    offs = [(k, s * k) for k in range(-m + 1, m) if k for s in (1, -1)]
+    return _offsets(dims, coords, np.array(offs), False, order, nbytes, description, opts)
+
+
+def _rank(coords: np.ndarray, dims: tuple, order: str) -> np.ndarray:
+    return np.ravel_multi_index(tuple(coords.T), dims, order="C" if order == "row" else "F")
+
+
+def _offsets(dims, coords, offs, periodic, order, nbytes, description, opts) -> Pattern:
+    if opts:
+        raise UsageError(f"unknown pattern option(s): {', '.join(opts)}")
+    d = np.array(dims)
+    nb = coords[:, None, :] + offs[None, :, :]
+    if periodic:
+        nb %= d
+        keep = np.ones(nb.shape[:2], bool)
+    else:
+        keep = np.all((nb >= 0) & (nb < d), axis=2)
+    src = np.broadcast_to(np.arange(len(coords))[:, None], keep.shape)[keep]
+    dst_coords = nb[keep]
+    ranks = _rank(coords, dims, order)
+    dst = _rank(dst_coords, dims, order)
+    src = ranks[src]
+    diff = src != dst
+    return Pattern(math.prod(dims), src[diff], dst[diff], np.full(diff.sum(), nbytes),
+                   description)
+
+
+def _pattern(n, src, dst, nbytes, description, opts) -> Pattern:
+    if opts:
+        raise UsageError(f"unknown pattern option(s): {', '.join(opts)}")
+    return Pattern(n, np.asarray(src), np.asarray(dst), np.full(len(src), nbytes), description)
+
+
+def _graph(path: Path, default: float) -> Pattern:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise UsageError(f"cannot read edge list {path}: {exc.strerror}") from None
+    src, dst, vol = [], [], []
+    for no, line in enumerate(lines, 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        try:
+            if len(parts) not in (2, 3):
+                raise ValueError
+            s, d = int(parts[0]), int(parts[1])
+            v = float(parse_size(parts[2], "bytes")) if len(parts) == 3 else default
+        except (ValueError, UsageError):
+            raise UsageError(f"{path}:{no}: expected 'src dst [bytes]' with non-negative "
+                             f"integer ranks, got {line!r}") from None
+        if s < 0 or d < 0:
+            raise UsageError(f"{path}:{no}: ranks must be non-negative")
+        src.append(s)
+        dst.append(d)
+        vol.append(v)
+    if not src:
+        raise UsageError(f"{path}: no edges")
+    n = max(max(src), max(dst)) + 1
+    return Pattern(n, np.array(src), np.array(dst), np.array(vol), f"graph {path}")

@@ -1,0 +1,111 @@
+"""Tori and meshes of any dimension with several cores per node (seed 004, Section 2.2: the
+BG/P partitions of Table 1 are 3D tori of quad-core nodes; BG/Q is a 5D torus).
+
+Nodes are numbered with the first dimension fastest (node = x + X (y + Y z) ...). Directed
+links are numbered ``(node * D + d) * 2 + s``: the link leaving ``node`` along dimension ``d``
+in the negative (s = 0) or positive (s = 1) direction. On a mesh dimension the links that
+would wrap do not exist.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from shoal.errors import UsageError
+
+HALF_RING = ("split", "positive")  # a distance of exactly half a ring: both ways, or one
+
+
+@dataclass(frozen=True)
+class Torus:
+    """``dims`` nodes per dimension, ``wrap`` per dimension (a torus or a mesh along it),
+    ``cores`` processes per node (the paper's T dimension)."""
+
+    dims: tuple[int, ...]
+    cores: int = 1
+    wrap: tuple[bool, ...] | None = None
+
+    def __post_init__(self):
+        if not self.dims or not all(isinstance(d, int) and d >= 1 for d in self.dims):
+            raise UsageError(f"torus dimensions must be positive integers, not {self.dims!r}")
+        if not (isinstance(self.cores, int) and self.cores >= 1):
+            raise UsageError(f"cores per node must be a positive integer, not {self.cores!r}")
+        if self.wrap is None:
+            object.__setattr__(self, "wrap", tuple(True for _ in self.dims))
+        if len(self.wrap) != len(self.dims):
+            raise UsageError("give one wrap flag per dimension")
+
+    @classmethod
+    def parse(cls, text: str, cores: int = 1, mesh: bool = False) -> Torus:
+        """``8x16x32`` -> a torus of those dimensions."""
+        try:
+            dims = tuple(int(x) for x in text.lower().split("x"))
+        except ValueError:
+            raise UsageError(f"cannot read torus {text!r}: write dimensions like 8x16x32") \
+                from None
+        return cls(dims, cores, tuple(not mesh for _ in dims))
+
+    @property
+    def ndims(self) -> int:
+        return len(self.dims)
+
+    @property
+    def nodes(self) -> int:
+        return math.prod(self.dims)
+
+    @property
+    def processes(self) -> int:
+        return self.nodes * self.cores
+
+    @property
+    def nlinks(self) -> int:
+        return self.nodes * self.ndims * 2
+
+    def coords(self, node) -> np.ndarray:
+        """Coordinates (…, D) of node ids."""
+        return np.stack(np.unravel_index(np.asarray(node), self.dims, order="F"), axis=-1)
+
+    def node(self, coords) -> np.ndarray:
+        """Node ids of coordinates (…, D) (wrapped on torus dimensions)."""
+        c = np.asarray(coords)
+        c = np.where(np.array(self.wrap), c % np.array(self.dims), c)
+        return np.ravel_multi_index(tuple(np.moveaxis(c, -1, 0)), self.dims, order="F")
+
+    def link_exists(self) -> np.ndarray:
+        """Boolean per directed link id."""
+        ok = np.ones((self.nodes, self.ndims, 2), bool)
+        co = self.coords(np.arange(self.nodes))
+        for d, (size, wrap) in enumerate(zip(self.dims, self.wrap, strict=True)):
+            if size == 1:
+                ok[:, d, :] = False
+            elif not wrap:
+                ok[co[:, d] == 0, d, 0] = False
+                ok[co[:, d] == size - 1, d, 1] = False
+        return ok.reshape(-1)
+
+    def offsets(self, src, dst, half: str = "split"):
+        """Per message and dimension: hops and direction (+1/-1) of a minimal route, and
+        whether both directions are minimal (a distance of half a torus ring)."""
+        if half not in HALF_RING:
+            raise UsageError(f"half-ring policy must be one of {', '.join(HALF_RING)}")
+        a, b = self.coords(src), self.coords(dst)
+        dims = np.array(self.dims)
+        delta = b - a
+        fwd = delta % dims
+        wrap = np.array(self.wrap)
+        hops = np.where(wrap, np.minimum(fwd, dims - fwd), np.abs(delta))
+        sign = np.where(wrap, np.where(fwd <= dims - fwd, 1, -1), np.sign(delta))
+        tie = wrap & (fwd * 2 == dims) & (fwd > 0)
+        return hops, np.where(hops == 0, 1, sign), tie
+
+    def distance(self, src, dst) -> np.ndarray:
+        """Minimal hop count between nodes."""
+        return self.offsets(src, dst)[0].sum(axis=-1)
+
+
+# the partitions of the Argonne BG/P system (seed 004, Table 1)
+BGP_PARTITIONS = {512: (8, 8, 8), 1024: (8, 8, 16), 2048: (8, 8, 32), 4096: (8, 16, 32),
+                  8192: (8, 32, 32), 16384: (16, 32, 32), 32768: (32, 32, 32)}
