@@ -8,6 +8,7 @@ import click
 
 import shoal
 from shoal.cli.gossip import gossip
+from shoal.cli.mapping import map_cmd, topology
 from shoal.cli.netmodel import netmodel
 
 
@@ -16,11 +17,13 @@ from shoal.cli.netmodel import netmodel
 def cli() -> None:
     """shoal: an adaptive runtime for parallel programs on HPC clusters, and the system
     knowledge it needs: gossip-spread node state, the migratable-object runtime (`shoal
-    run`) and the max-rate communication model; topology and mapping to come."""
+    run`), the max-rate communication model, and topology-aware process mapping."""
 
 
 cli.add_command(gossip)
 cli.add_command(netmodel)
+cli.add_command(map_cmd)
+cli.add_command(topology)
 
 
 @cli.command()

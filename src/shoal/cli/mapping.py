@@ -1,0 +1,104 @@
+"""``shoal map`` and ``shoal topology``: contention of process mappings on a torus."""
+
+from __future__ import annotations
+
+import click
+
+from shoal import units
+from shoal.cli.render import console, table
+from shoal.errors import UsageError
+
+
+@click.command("map")
+@click.option("--torus", "shape", required=True, help="Nodes per dimension, e.g. 8x16x32.")
+@click.option("--cores", default=1, show_default=True, help="Processes per node (T).")
+@click.option("--mesh", is_flag=True, help="No wrap-around links (a mesh).")
+@click.option("--pattern", required=True,
+              help="e.g. 'grid 128x128 stencil=star bytes=1MiB' or @pattern.toml.")
+@click.option("--mappings", default="all", show_default=True,
+              help="'all' orderings or a list such as TXYZ,TZXY.")
+@click.option("--routing", type=click.Choice(["adaptive", "dor", "paths"]),
+              default="adaptive", show_default=True,
+              help="adaptive: split equally at each hop (large messages); dor: dimension "
+                   "order (small messages); paths: equal split over all minimal paths.")
+@click.option("--dor-order", default=None, help="Dimension order of dor, e.g. ZYX.")
+@click.option("--half", type=click.Choice(["split", "positive"]), default="split",
+              show_default=True, help="A distance of half a ring: both ways or positive.")
+@click.option("--metric", default="max", show_default=True,
+              help="Ranking metric (max, mean, mean_used, bidir_max, streams_max, "
+                   "hop_bytes, dilation, per_process).")
+@click.option("--out", default=None, help="Write the best mapping to this file.")
+@click.option("--format", "fmt", type=click.Choice(["bgq", "openmpi", "slurm", "csv"]),
+              default="csv", show_default=True, help="Format of --out.")
+def map_cmd(shape, cores, mesh, pattern, mappings, routing, dor_order, half, metric, out,
+            fmt) -> None:
+    """Rank process mappings of a communication pattern by the link contention they cause
+    (Bhatele-style analysis of seed 004) and write the best one."""
+    from shoal.mapping.mapfiles import write
+    from shoal.mapping.mappings import letters, ordering
+    from shoal.mapping.patterns import parse
+    from shoal.mapping.select import rank
+    from shoal.topology.torus import Torus
+
+    torus = Torus.parse(shape, cores, mesh)
+    pat = parse(pattern)
+    order = None
+    if dor_order:
+        names = letters(torus)
+        if sorted(dor_order.upper()) != sorted(names):
+            raise UsageError(f"--dor-order uses each of {names} once")
+        order = tuple(names.index(c) for c in dor_order.upper())
+    cands = None if mappings == "all" else [m.strip() for m in mappings.split(",")]
+    ranked = rank(torus, pat, cands, routing, metric, order, half)
+    rows = [[name, units.format_bytes(r["max"]), units.format_bytes(r["mean_used"]),
+             r["streams_max"], r["bidir_max"] / max(r["max"], 1e-300), r["dilation"],
+             r["per_process"], units.format_bytes(r["hop_bytes"])] for name, r in ranked]
+    console.print(table(f"{pat.description} on {shape} x {cores} cores, {routing} routing, "
+                        f"ranked by {metric}",
+                        ["mapping", "max link", "mean used link", "max streams",
+                         "bidir/max", "hops/msg", "per process", "hop-bytes"], rows))
+    best = ranked[0][0]
+    console.print(f"best: {best}")
+    if out:
+        node, core = ordering(torus, best)
+        write(out, fmt, torus, node, core)
+        console.print(f"wrote {out} ({fmt})")
+
+
+@click.group()
+def topology() -> None:
+    """Machine topologies (tori and meshes)."""
+
+
+@topology.command()
+@click.argument("shape")
+@click.option("--cores", default=1, show_default=True, help="Processes per node.")
+@click.option("--mesh", is_flag=True, help="No wrap-around links.")
+def show(shape, cores, mesh) -> None:
+    """Print the facts of a partition such as 8x16x32."""
+    import numpy as np
+
+    from shoal.topology.torus import BGP_PARTITIONS, Torus
+
+    t = Torus.parse(shape, cores, mesh)
+    n = np.arange(t.nodes)
+    far = t.distance(np.zeros_like(n), n)
+    rows = [["dimensions", shape + (" (mesh)" if mesh else " (torus)")],
+            ["nodes", t.nodes], ["cores per node", cores], ["processes", t.processes],
+            ["directed links", int(t.link_exists().sum())],
+            ["diameter (hops)", int(far.max())], ["mean distance (hops)", float(far.mean())],
+            ["bisection links",
+             _bisection(t)]]
+    bgp = [f"{k} nodes" for k, v in BGP_PARTITIONS.items() if v == t.dims]
+    if bgp:
+        rows.append(["Argonne BG/P partition", bgp[0]])
+    console.print(table(f"Topology {shape}", ["", "value"], rows))
+
+
+def _bisection(t) -> int:
+    """Links crossing the cut that halves the longest dimension (both directions)."""
+    d = max(range(t.ndims), key=lambda i: t.dims[i])
+    if t.dims[d] < 2:
+        return 0
+    across = t.nodes // t.dims[d]
+    return across * (2 if t.wrap[d] and t.dims[d] > 2 else 1) * 2
