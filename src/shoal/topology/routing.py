@@ -102,8 +102,9 @@ def link_loads(torus: Torus, src, dst, volume=1.0, routing: str = "adaptive",
     coords = torus.coords(src)
     cache = {}
     for g, row in enumerate(groups):
-        h, s, t = tuple(row[:D]), row[D:2 * D], row[2 * D:].astype(bool)
-        entries = _group_entries(h, s, t, routing, order, cache)
+        h = tuple(int(x) for x in row[:D])
+        s, t = row[D:2 * D], row[2 * D:].astype(bool)
+        entries = _group_entries(h, s, t, routing, order, cache, torus)
         pos = np.array([e[0] for e in entries])  # (E, D) signed steps from the source
         dim = np.array([e[1] for e in entries])
         sgn = np.array([e[2] for e in entries])
@@ -117,17 +118,62 @@ def link_loads(torus: Torus, src, dst, volume=1.0, routing: str = "adaptive",
     return load, streams
 
 
-def _group_entries(h, s, tie, routing, order, cache):
-    """The links (relative to the source) and fractions of one offset group, both ways
-    round every half-ring dimension when ``tie`` says so; each link once."""
+def _group_entries(h, s, tie, routing, order, cache, torus):
+    """The links (relative to the source, signed) and fractions of one offset group; each
+    link once. Half-ring dimensions (``tie``): dimension-ordered routing sends half of the
+    traffic each way; the all-paths split counts the paths both ways (the same halves);
+    the adaptive split treats both directions as productive links at every node where the
+    dimension has not been entered yet."""
+    dims = len(h)
+    if routing == "adaptive" and any(tie):
+        return _merge(_adaptive_signed(h, s, tie), torus)
     merged = defaultdict(float)
     variants = list(itertools.product(*[(1, -1) if tie[d] else (int(s[d]),)
-                                        for d in range(len(h))]))
+                                        for d in range(dims)]))
+    key = (h, routing, order)
+    if key not in cache:
+        cache[key] = _flows(h, routing, order)
     for var in variants:
-        key = (h, routing, order)
-        if key not in cache:
-            cache[key] = _flows(h, routing, order)
         for k, d, f in cache[key]:
-            pos = tuple(int(var[e]) * k[e] for e in range(len(h)))
+            pos = tuple(int(var[e]) * k[e] for e in range(dims))
             merged[(pos, d, int(var[d]))] += f / len(variants)
+    return _merge([(pos, d, sg, f) for (pos, d, sg), f in merged.items()], torus)
+
+
+def _merge(entries, torus):
+    """One entry per physical link: both ways round half a ring, offsets +L/2 and -L/2 are
+    the same node."""
+    size = np.array(torus.dims)
+    wrap = np.array(torus.wrap)
+    merged = defaultdict(float)
+    for pos, d, sg, f in entries:
+        p = tuple(int(x) for x in np.where(wrap, np.array(pos) % size, pos))
+        merged[(p, d, sg)] += f
     return [(pos, d, sg, f) for (pos, d, sg), f in merged.items()]
+
+
+def _adaptive_signed(h, s, tie):
+    """Adaptive split with half-ring dimensions: states are signed positions; a tie
+    dimension not yet entered offers two productive links."""
+    dims = len(h)
+    flow = defaultdict(float)
+    flow[(0,) * dims] = 1.0
+    out = defaultdict(float)
+    for _ in range(sum(h)):
+        nxt = defaultdict(float)
+        for pos, f in flow.items():
+            links = []
+            for d in range(dims):
+                done = abs(pos[d])
+                if done >= h[d]:
+                    continue
+                if tie[d] and done == 0:
+                    links += [(d, 1), (d, -1)]
+                else:
+                    links.append((d, int(np.sign(pos[d])) if done else int(s[d])))
+            for d, sg in links:
+                out[(pos, d, sg)] += f / len(links)
+                step = pos[:d] + (pos[d] + sg,) + pos[d + 1:]
+                nxt[step] += f / len(links)
+        flow = nxt
+    return [(pos, d, sg, f) for (pos, d, sg), f in out.items()]
