@@ -17,7 +17,10 @@ the traffic each way, ``half="positive"`` takes the positive direction only.
 Loads come in bytes (fractional under splitting) and in streams: a message counts 1 on every
 link it may use (the paper's footnote 3, "how many communication streams are going over a
 link"). The computation is vectorised: messages with the same offset (hops, directions) share
-one relative flow pattern, which is laid onto all their sources at once.
+one relative flow pattern; the load it causes is the circular convolution of that pattern
+with the field of the group's volumes over source nodes, summed over groups in Fourier space
+(one FFT per group and link direction, whatever the number of messages or of links per
+route).
 """
 
 from __future__ import annotations
@@ -96,26 +99,60 @@ def link_loads(torus: Torus, src, dst, volume=1.0, routing: str = "adaptive",
     hops, sign, tie = torus.offsets(src, dst, half)
     if half == "positive":
         tie = np.zeros_like(tie)
-    key = np.concatenate([hops, sign, tie.astype(hops.dtype)], axis=1)
-    groups, inverse = np.unique(key, axis=0, return_inverse=True)
-    inverse = inverse.ravel()
-    coords = torus.coords(src)
+    # one integer per offset group: 8 bits per dimension (hops, direction, half-ring)
+    if int(hops.max()) >= 64 or D > 7:
+        raise UsageError("routes of 64 hops or more per dimension, or more than 7 "
+                         "dimensions, are beyond this model")
+    code = hops.astype(np.int64) | ((sign > 0).astype(np.int64) << 6) | (
+        tie.astype(np.int64) << 7)
+    key = np.zeros(len(src), np.int64)
+    for d in range(D):
+        key |= code[:, d] << (8 * d)
+    groups, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    shape = torus.dims
+    nodes = torus.nodes
+    spec_load = np.zeros((D, 2, *_rshape(shape)), complex)
+    spec_streams = np.zeros_like(spec_load)
     cache = {}
-    for g, row in enumerate(groups):
-        h = tuple(int(x) for x in row[:D])
-        s, t = row[D:2 * D], row[2 * D:].astype(bool)
-        entries = _group_entries(h, s, t, routing, order, cache, torus)
-        pos = np.array([e[0] for e in entries])  # (E, D) signed steps from the source
-        dim = np.array([e[1] for e in entries])
-        sgn = np.array([e[2] for e in entries])
-        frac = np.array([e[3] for e in entries])
-        members = np.flatnonzero(inverse == g)
-        at = torus.node(coords[members][:, None, :] + pos[None, :, :])  # (M, E)
-        link = (at * D + dim[None, :]) * 2 + (sgn[None, :] > 0)
-        load += np.bincount(link.ravel(), weights=(vol[members][:, None] * frac).ravel(),
-                            minlength=torus.nlinks)
-        streams += np.bincount(link.ravel(), minlength=torus.nlinks)
+    for g in range(len(groups)):
+        i = first[g]
+        h = tuple(int(x) for x in hops[i])
+        entries = _group_entries(h, sign[i], tie[i], routing, order, cache, torus)
+        members = inverse == g
+        # the group's messages as fields over source nodes (first dimension fastest)
+        vol_field = np.bincount(src[members], weights=vol[members], minlength=nodes)
+        count_field = np.bincount(src[members], minlength=nodes).astype(float)
+        v_hat = np.fft.rfftn(vol_field.reshape(shape, order="F"))
+        c_hat = np.fft.rfftn(count_field.reshape(shape, order="F"))
+        for d in range(D):
+            for s_idx, sg in enumerate((-1, 1)):
+                sel = [e for e in entries if e[1] == d and e[2] == sg]
+                if not sel:
+                    continue
+                kern = np.zeros(shape)
+                ones = np.zeros(shape)
+                for pos, _, _, f in sel:
+                    at = tuple(p % n for p, n in zip(pos, shape, strict=True))
+                    kern[at] += f
+                    ones[at] = 1.0
+                spec_load[d, s_idx] += v_hat * np.fft.rfftn(kern)
+                spec_streams[d, s_idx] += c_hat * np.fft.rfftn(ones)
+    axes = tuple(range(D))
+    # the load of link (node, d, s) is the circular convolution of the source fields with
+    # the group's flow pattern: exact on a torus, and on a mesh minimal routes never wrap
+    for d in range(D):
+        for s_idx in range(2):
+            part = np.fft.irfftn(spec_load[d, s_idx], s=shape, axes=axes).reshape(-1, order="F")
+            load[(np.arange(nodes) * D + d) * 2 + s_idx] = part
+            cnt = np.fft.irfftn(spec_streams[d, s_idx], s=shape, axes=axes).reshape(-1, order="F")
+            streams[(np.arange(nodes) * D + d) * 2 + s_idx] = np.rint(cnt)
+    load[np.abs(load) < 1e-9 * max(1.0, float(np.abs(load).max()))] = 0.0
     return load, streams
+
+
+def _rshape(shape: tuple) -> tuple:
+    """Shape of the real FFT of an array of ``shape``."""
+    return (*shape[:-1], shape[-1] // 2 + 1)
 
 
 def _group_entries(h, s, tie, routing, order, cache, torus):
