@@ -31,6 +31,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/stencil2d.py
 	$(PY) benchmarks/runtime_idle.py
 	$(PY) benchmarks/netmodel_fit.py
+	$(PY) benchmarks/mapping_scale.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

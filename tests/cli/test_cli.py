@@ -14,7 +14,9 @@ def shoal(*args, timeout=120):
 
 @pytest.mark.parametrize("cmd", [[], ["gossip"], ["gossip", "simulate"], ["gossip", "run"],
                                  ["demo"], ["run"], ["netmodel"], ["netmodel", "fit"],
-                                 ["netmodel", "predict"], ["netmodel", "advise"]])
+                                 ["netmodel", "predict"], ["netmodel", "advise"],
+                                 ["netmodel", "bench"], ["netmodel", "emulate"], ["map"],
+                                 ["topology"], ["topology", "show"]])
 def test_help_on_every_command(cmd):
     out = shoal(*cmd, "--help")
     assert out.returncode == 0

@@ -118,3 +118,15 @@ def test_map_command_writes_the_best_mapping(tmp_path):
     assert len((tmp_path / "m.csv").read_text().splitlines()) == 33
     out = shoal("topology", "show", "8x16x32", "--cores", "4")
     assert out.returncode == 0 and "4096 nodes" in out.stdout
+
+
+def test_reorder_gives_each_process_the_rank_the_mapping_puts_there():
+    from pathlib import Path
+
+    from shoal.launch import mpiexec
+
+    job = Path(__file__).with_name("reorder_job.py")
+    out = subprocess.run([*mpiexec(), "-n", "4", sys.executable, str(job)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "OK reorder [0, 2, 1, 3]" in out.stdout
