@@ -25,9 +25,9 @@ def test_worked_example_txyz_worst_tzxy_best_with_the_papers_counts():
     torus = Torus((8, 16, 32), cores=4)
     pattern = parse("grid 128x128 stencil=star periodic=no bytes=1MiB")
     ranked = rank(torus, pattern, ["TXYZ", "TZXY", "XYZT"])
-    names = [name for name, _ in ranked]
+    names = [c[0] for c in ranked]
     assert names[0] == "TZXY" and names[-1] == "TXYZ"
-    metrics = dict(ranked)
+    metrics = {c[0]: c[1] for c in ranked}
     assert metrics["TXYZ"]["per_process"] == 24
     assert metrics["TZXY"]["per_process"] == 6
     assert metrics["TXYZ"]["max"] > 3 * metrics["TZXY"]["max"]
@@ -130,3 +130,21 @@ def test_reorder_gives_each_process_the_rank_the_mapping_puts_there():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "OK reorder [0, 2, 1, 3]" in out.stdout
+
+
+def test_the_optimiser_beats_the_best_ordering_on_diagonals_and_never_loses():
+    diag = rank(Torus((4, 4), cores=4), parse("diagonal 8x8"), optimize=True, rounds=60)
+    best_ordering = next(c for c in diag if c[0] != "optimized")
+    optimized = next(c for c in diag if c[0] == "optimized")
+    assert diag[0][0] == "optimized"
+    assert optimized[1]["max"] < 0.9 * best_ordering[1]["max"]
+    for torus, text in [(Torus((4, 4, 2), cores=2), "grid 8x8 stencil=star"),
+                        (Torus((3, 3, 3)), "grid 3x9 stencil=edges periodic=yes")]:
+        ranked = rank(torus, parse(text), optimize=True, rounds=30)
+        best_ordering = next(c for c in ranked if c[0] != "optimized")
+        optimized = next(c for c in ranked if c[0] == "optimized")
+        assert (optimized[1]["max"], optimized[1]["mean"]) <= (best_ordering[1]["max"],
+                                                               best_ordering[1]["mean"])
+        node, core = optimized[2]
+        places = node * torus.cores + core
+        assert sorted(places) == list(range(torus.processes))  # a valid placement

@@ -27,15 +27,17 @@ from shoal.errors import UsageError
 @click.option("--metric", default="max", show_default=True,
               help="Ranking metric (max, mean, mean_used, bidir_max, streams_max, "
                    "hop_bytes, dilation, per_process).")
+@click.option("--optimize", is_flag=True,
+              help="Also search beyond the orderings (recursive bisection + swaps).")
 @click.option("--out", default=None, help="Write the best mapping to this file.")
 @click.option("--format", "fmt", type=click.Choice(["bgq", "openmpi", "slurm", "csv"]),
               default="csv", show_default=True, help="Format of --out.")
-def map_cmd(shape, cores, mesh, pattern, mappings, routing, dor_order, half, metric, out,
-            fmt) -> None:
+def map_cmd(shape, cores, mesh, pattern, mappings, routing, dor_order, half, metric, optimize,
+            out, fmt) -> None:
     """Rank process mappings of a communication pattern by the link contention they cause
     (Bhatele-style analysis of seed 004) and write the best one."""
     from shoal.mapping.mapfiles import write
-    from shoal.mapping.mappings import letters, ordering
+    from shoal.mapping.mappings import letters
     from shoal.mapping.patterns import parse
     from shoal.mapping.select import rank
     from shoal.topology.torus import Torus
@@ -49,18 +51,17 @@ def map_cmd(shape, cores, mesh, pattern, mappings, routing, dor_order, half, met
             raise UsageError(f"--dor-order uses each of {names} once")
         order = tuple(names.index(c) for c in dor_order.upper())
     cands = None if mappings == "all" else [m.strip() for m in mappings.split(",")]
-    ranked = rank(torus, pat, cands, routing, metric, order, half)
+    ranked = rank(torus, pat, cands, routing, metric, order, half, optimize)
     rows = [[name, units.format_bytes(r["max"]), units.format_bytes(r["mean_used"]),
              r["streams_max"], r["bidir_max"] / max(r["max"], 1e-300), r["dilation"],
-             r["per_process"], units.format_bytes(r["hop_bytes"])] for name, r in ranked]
+             r["per_process"], units.format_bytes(r["hop_bytes"])] for name, r, _ in ranked]
     console.print(table(f"{pat.description} on {shape} x {cores} cores, {routing} routing, "
                         f"ranked by {metric}",
                         ["mapping", "max link", "mean used link", "max streams",
                          "bidir/max", "hops/msg", "per process", "hop-bytes"], rows))
-    best = ranked[0][0]
+    best, _, (node, core) = ranked[0]
     console.print(f"best: {best}")
     if out:
-        node, core = ordering(torus, best)
         write(out, fmt, torus, node, core)
         console.print(f"wrote {out} ({fmt})")
 

@@ -14,17 +14,33 @@ METRICS = ("max", "mean", "mean_used", "bidir_max", "bidir_mean_used", "streams_
 
 
 def rank(torus: Torus, pattern: Pattern, mappings: list[str] | None = None,
-         routing: str = "adaptive", metric: str = "max", order=None,
-         half: str = "split") -> list[tuple[str, dict]]:
-    """(mapping, metrics) for every candidate, best first: by ``metric``, ties by the mean
-    link load and then by name."""
+         routing: str = "adaptive", metric: str = "max", order=None, half: str = "split",
+         optimize: bool = False, rounds: int = 100) -> list[tuple[str, dict, tuple]]:
+    """(name, metrics, (node, core)) for every candidate, best first: by ``metric``, ties by
+    the mean link load and then by name. ``optimize`` adds the graph optimiser's mapping
+    (:mod:`shoal.mapping.optimize`), started from the best ordering and from bisection."""
     if metric not in METRICS:
         raise UsageError(f"metric must be one of {', '.join(METRICS)}")
     check_fits(torus, pattern.nprocs)
+
+    def judge(node):
+        return evaluate(torus, node, pattern.src, pattern.dst, pattern.nbytes, routing, order,
+                        half)
+
     out = []
     for name in mappings or orderings(torus):
-        node, _ = ordering(torus, name)
-        out.append((name.upper(), evaluate(torus, node, pattern.src, pattern.dst,
-                                           pattern.nbytes, routing, order, half)))
-    out.sort(key=lambda nm: (nm[1][metric], nm[1]["mean"], nm[0]))
+        node, core = ordering(torus, name)
+        out.append((name.upper(), judge(node), (node, core)))
+    def key(c):
+        return (c[1][metric], c[1]["mean"], c[0])
+
+    out.sort(key=key)
+    if optimize:
+        from shoal.mapping.optimize import bisection, refine
+
+        starts = [out[0][2], bisection(torus, pattern)]
+        tuned = [refine(torus, pattern, nd, co, metric, rounds, routing) for nd, co in starts]
+        best = min(tuned, key=lambda p: key(("optimized", judge(p[0]))))
+        out.append(("optimized", judge(best[0]), best))
+        out.sort(key=key)
     return out
