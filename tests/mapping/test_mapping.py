@@ -148,3 +148,24 @@ def test_the_optimiser_beats_the_best_ordering_on_diagonals_and_never_loses():
         node, core = optimized[2]
         places = node * torus.cores + core
         assert sorted(places) == list(range(torus.processes))  # a valid placement
+
+
+def test_tiled_mappings_place_compact_blocks_and_can_beat_every_ordering():
+    from shoal.mapping.mappings import tiled
+
+    torus = Torus((4, 4), cores=4)
+    pattern = parse("grid 8x8 stencil=edges periodic=yes")
+    node, core = tiled(torus, pattern.grid, "row", (2, 2), "XY")
+    places = node * 4 + core
+    assert sorted(places) == list(range(64))
+    # each node holds a 2x2 block of the logical grid
+    for n in range(16):
+        ranks = np.flatnonzero(node == n)
+        rows, cols = np.divmod(ranks, 8)
+        assert rows.max() - rows.min() == 1 and cols.max() - cols.min() == 1
+    ranked = rank(torus, pattern)
+    assert ranked[0][0].startswith("tile2x2")
+    best_ordering = next(c for c in ranked if not c[0].startswith("tile"))
+    assert ranked[0][1]["max"] * 2 <= best_ordering[1]["max"]
+    with pytest.raises(UsageError, match="does not divide"):
+        tiled(torus, (8, 8), "row", (3, 2), "XY")

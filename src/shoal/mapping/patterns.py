@@ -42,6 +42,8 @@ class Pattern:
     dst: np.ndarray
     nbytes: np.ndarray
     description: str
+    grid: tuple | None = None  # the logical grid of grid, dimwise and diagonal patterns
+    order: str = "row"  # how its processes are numbered
 
 
 def parse(text: str) -> Pattern:
@@ -154,7 +156,7 @@ def _offsets(dims, coords, offs, periodic, order, nbytes, description, opts) -> 
     src = ranks[src]
     diff = src != dst
     return Pattern(math.prod(dims), src[diff], dst[diff], np.full(diff.sum(), nbytes),
-                   description)
+                   description, tuple(dims), order)
 
 
 def _pattern(n, src, dst, nbytes, description, opts) -> Pattern:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from shoal.errors import UsageError
-from shoal.mapping.mappings import check_fits, ordering, orderings
+from shoal.mapping.mappings import check_fits, orderings, placement, tiled_candidates
 from shoal.mapping.metrics import evaluate
 from shoal.mapping.patterns import Pattern
 from shoal.topology.torus import Torus
@@ -16,8 +16,9 @@ METRICS = ("max", "mean", "mean_used", "bidir_max", "bidir_mean_used", "streams_
 def rank(torus: Torus, pattern: Pattern, mappings: list[str] | None = None,
          routing: str = "adaptive", metric: str = "max", order=None, half: str = "split",
          optimize: bool = False, rounds: int = 100) -> list[tuple[str, dict, tuple]]:
-    """(name, metrics, (node, core)) for every candidate, best first: by ``metric``, ties by
-    the mean link load and then by name. ``optimize`` adds the graph optimiser's mapping
+    """(name, metrics, (node, core)) for every candidate (default: every ordering, and every
+    tiled mapping of a grid pattern), best first: by ``metric``, ties by the mean link load
+    and then by name. ``optimize`` adds the graph optimiser's mapping
     (:mod:`shoal.mapping.optimize`), started from the best ordering and from bisection."""
     if metric not in METRICS:
         raise UsageError(f"metric must be one of {', '.join(METRICS)}")
@@ -28,11 +29,13 @@ def rank(torus: Torus, pattern: Pattern, mappings: list[str] | None = None,
                         half)
 
     out = []
-    for name in mappings or orderings(torus):
-        node, core = ordering(torus, name)
-        out.append((name.upper(), judge(node), (node, core)))
-    def key(c):
-        return (c[1][metric], c[1]["mean"], c[0])
+    names = mappings or orderings(torus) + tiled_candidates(torus, pattern.grid)
+    for name in names:
+        node, core = placement(torus, name, pattern.grid, pattern.order)
+        out.append((name if name.startswith("tile") else name.upper(), judge(node),
+                    (node, core)))
+    def key(c):  # FFT round-off must not break ties: compare 9 significant digits
+        return (float(f"{c[1][metric]:.9g}"), float(f"{c[1]['mean']:.9g}"), c[0])
 
     out.sort(key=key)
     if optimize:
