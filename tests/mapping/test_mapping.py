@@ -169,3 +169,19 @@ def test_tiled_mappings_place_compact_blocks_and_can_beat_every_ordering():
     assert ranked[0][1]["max"] * 2 <= best_ordering[1]["max"]
     with pytest.raises(UsageError, match="does not divide"):
         tiled(torus, (8, 8), "row", (3, 2), "XY")
+
+
+def test_a_tile_on_a_box_of_nodes_keeps_the_block_on_the_box():
+    from shoal.mapping.mappings import placement
+
+    torus = Torus((4, 4, 2), cores=2)
+    node, core = placement(torus, "tile4x2/2x2x1:XYZ", grid=(8, 8), order="row")
+    assert sorted(node * 2 + core) == list(range(64))
+    coords = torus.coords(node)
+    for r0 in range(0, 8, 4):
+        for c0 in range(0, 8, 2):
+            ranks = [r * 8 + c for r in range(r0, r0 + 4) for c in range(c0, c0 + 2)]
+            box = coords[ranks]
+            assert np.ptp(box[:, 0]) <= 1 and np.ptp(box[:, 1]) <= 1 and np.ptp(box[:, 2]) == 0
+    with pytest.raises(UsageError, match="does not divide the torus"):
+        placement(torus, "tile4x3/3x1x1:XYZ", grid=(8, 8))
