@@ -184,4 +184,4 @@ def test_a_tile_on_a_box_of_nodes_keeps_the_block_on_the_box():
             box = coords[ranks]
             assert np.ptp(box[:, 0]) <= 1 and np.ptp(box[:, 1]) <= 1 and np.ptp(box[:, 2]) == 0
     with pytest.raises(UsageError, match="does not divide the torus"):
-        placement(torus, "tile4x3/3x1x1:XYZ", grid=(8, 8))
+        placement(torus, "tile4x2/3x1x1:XYZ", grid=(8, 8))

@@ -45,8 +45,8 @@ def test_pseudo_nodes_measure_every_k_and_size(tmp_path, mode):
     assert meta["mode"] == mode and meta["pseudo_nodes"] == "2x2" and meta["nodes"] == 2
     assert "MPICH" in meta["mpi_library"] or meta["mpi_library"]
     m = read_csv(out_csv).reduce("best")
-    big = m.t[m.n == 65536]
-    assert big.min() > m.t[m.n == 64].max()  # 64 KiB takes longer than 64 B
+    one = m.k == 1  # two busy ranks on two cores: the others sleep, timings are clean
+    assert m.t[one & (m.n == 65536)][0] > m.t[one & (m.n == 64)][0]  # 64 KiB > 64 B
     out = shoal("netmodel", "fit", str(out_csv), "--thresholds", "none")
     assert out.returncode == 0, out.stderr
 
