@@ -47,3 +47,12 @@ if rank == 0:
     assert st2["gbps"] > 0 and 0 <= st2["mpi_fraction"] <= 1
     print("OK benchmarks")
 sys.stdout.flush()
+
+from shoal.apps import cosmo  # noqa: E402
+
+r = cosmo.run(comm, steps=6, nx=16, ny=16, nz=4, seed=3)
+if rank == 0:
+    assert r["halo_ok"] and r["work_conserved"], r
+    assert r["imbalance"] < 1.5, r
+    assert all(r[k] > 0 for k in cosmo.PHASES) and 0 < r["mpi_fraction"] < 1
+    print("OK cosmo", round(r["imbalance"], 3))

@@ -19,3 +19,4 @@ def test_kernels_match_numpy(ranks):
     assert "OK ptrans" in out.stdout
     assert out.stdout.count("OK fft") == 2
     assert "OK benchmarks" in out.stdout
+    assert "OK cosmo" in out.stdout
