@@ -16,7 +16,8 @@ def shoal(*args, timeout=120):
                                  ["demo"], ["run"], ["netmodel"], ["netmodel", "fit"],
                                  ["netmodel", "predict"], ["netmodel", "advise"],
                                  ["netmodel", "bench"], ["netmodel", "emulate"], ["map"],
-                                 ["topology"], ["topology", "show"]])
+                                 ["topology"], ["topology", "show"],
+                                 ["gossip", "overhead"]])
 def test_help_on_every_command(cmd):
     out = shoal(*cmd, "--help")
     assert out.returncode == 0

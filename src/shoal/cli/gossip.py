@@ -200,3 +200,101 @@ def _print_cluster(snap, stats, service, rows) -> None:
            s["mean_age"], s["late_ticks"]] for s in stats]
     console.print(table("Per rank", ["rank", "sent", "received", "dropped", "malformed",
                                      "bytes sent", "busy", "avg age (s)", "late ticks"], st))
+
+
+@gossip.command()
+@click.option("-n", "--np", "nprocs", type=int, default=None,
+              help="Launch this many ranks through mpiexec; without it, run as the ranks of "
+                   "an MPI job already started (srun, mpiexec).")
+@click.option("--app", type=click.Choice(["fft", "ptrans", "cosmo"]), default="fft",
+              show_default=True, help="Application kernel.")
+@click.option("--every", default=4, show_default=True,
+              help="Every k-th rank gossips, the others run the application.")
+@click.option("--intervals", default="1ms,4ms,16ms,64ms,256ms,1024ms", show_default=True,
+              help="Gossip intervals to try.")
+@click.option("--window", default="20%", show_default=True,
+              help="Windows to try (percentages of the gossiping ranks or counts).")
+@click.option("--repeat", default=3, show_default=True, help="Runs per configuration.")
+@click.option("--size", "size_hint", type=int, default=None,
+              help="Problem size: FFT length, PTRANS N, or COSMO steps (default: small).")
+@click.option("--csv", "csv_path", default=None, help="Tidy results (+ JSON sidecar).")
+@click.option("--plot", default=None, help="Figure: slowdown per configuration (PNG).")
+def overhead(nprocs, app, every, intervals, window, repeat, size_hint, csv_path,
+             plot) -> None:
+    """Measure what gossip costs an application on the same ranks (seed 000, Table 1)."""
+    ivals = [_interval(x) for x in units.expand_sweep(intervals)]
+    wins = [_window(x) for x in units.expand_sweep(window)]
+    if repeat < 1 or every < 2:
+        raise UsageError("--repeat must be >= 1 and --every >= 2")
+    if nprocs is not None:
+        from shoal.launch import run_ranks
+
+        if nprocs < 2 * every:
+            raise UsageError(f"-n {nprocs} with --every {every} leaves fewer than 2 gossiping "
+                             f"ranks: use -n {2 * every} or more")
+        argv = ["-m", "shoal", "gossip", "overhead", "--app", app, "--every", str(every),
+                "--intervals", intervals, "--window", window, "--repeat", str(repeat)]
+        for flag, value in (("--size", size_hint), ("--csv", csv_path), ("--plot", plot)):
+            if value is not None:
+                argv += [flag, str(value)]
+        done = run_ranks(nprocs, argv, timeout=None)
+        if done.returncode:
+            raise UsageError(f"the MPI job failed with exit code {done.returncode} "
+                             "(see the rank's message above)")
+        return
+    from mpi4py import MPI
+
+    from shoal.apps.overhead import sweep
+    from shoal.launch import abort_on_error
+
+    comm = MPI.COMM_WORLD
+    with abort_on_error(comm):
+        rows = sweep(comm, app, every, ivals, wins, repeat, size_hint=size_hint)
+    if rows is None:
+        return
+    out = []
+    for r in rows:
+        ival = "baseline" if r["interval_s"] is None else units.format_duration(r["interval_s"])
+        if r["error"]:
+            out.append([ival, str(r["window"]), "failed: " + r["error"], "", "", "", "", "",
+                        ""])
+            continue
+        perf = f"{r['gbps']:.3g} GB/s" if "gbps" in r else units.format_duration(r["seconds"])
+        win = r["window"]
+        win = "" if win is None else (f"{win:.0%}" if isinstance(win, float) else str(win))
+        out.append([ival, win, perf,
+                    f"{100 * r['mpi_fraction']:.0f}%",
+                    f"{100 * r['slowdown']:+.1f}% ({100 * r['slowdown_min']:+.1f}.."
+                    f"{100 * r['slowdown_max']:+.1f})",
+                    f"{100 * r.get('busy_fraction', 0):.2f}%", r.get("sent", ""),
+                    r.get("dropped", ""),
+                    units.format_duration(r["mean_age_s"]) if "mean_age_s" in r else ""])
+    console.print(table(f"Gossip overhead on {app} (every {every}th rank gossips, median of "
+                        f"{repeat})", ["interval", "window", "application", "MPI",
+                                       "slowdown (spread)", "gossip busy", "sent", "dropped",
+                                       "age"], out))
+    if csv_path:
+        write_csv(csv_path, rows, {"app": app, "every": every, "ranks": comm.Get_size()})
+    if plot:
+        _overhead_plot(rows, plot)
+
+
+def _overhead_plot(rows, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in rows if not r["error"]]
+    labels = ["baseline" if r["interval_s"] is None else
+              f"{units.format_duration(r['interval_s'])} / {r['window']}" for r in ok]
+    fig, ax = plt.subplots(figsize=(6, 0.4 * len(ok) + 1.5))
+    ax.barh(labels, [r["seconds"] for r in ok], color="tab:blue", label="time")
+    ax.barh(labels, [r["seconds"] * r["mpi_fraction"] for r in ok], color="tab:red",
+            label="MPI part")
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds (lower is better)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

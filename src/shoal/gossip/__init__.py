@@ -1,0 +1,6 @@
+"""Decentralized gossip of node state (seed 000): the simulator, the MPI service and its
+co-location with applications."""
+
+from shoal.gossip.colocate import colocated
+
+__all__ = ["colocated"]
