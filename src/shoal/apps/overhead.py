@@ -52,6 +52,9 @@ def sweep(comm, app: str, every: int, intervals: list[float], windows: list,
     configs = [(None, None)] + [(i, w) for i in intervals for w in windows]
     rows = []
     base = None
+    with colocated(comm, every, gossip=False) as (app_comm, _):  # warm-up, not measured
+        if app_comm is not None:
+            _run_app(app, app_comm, size_hint)
     for interval, window in configs:
         error = None
         if interval is not None:

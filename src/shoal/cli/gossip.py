@@ -280,6 +280,8 @@ def overhead(nprocs, app, every, intervals, window, repeat, size_hint, csv_path,
 
 
 def _overhead_plot(rows, path) -> None:
+    """Application time with its MPI part per configuration (the form of Figures 3-5 of seed
+    000), and the gossip ranks' busy fraction (Figure 6)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -288,13 +290,15 @@ def _overhead_plot(rows, path) -> None:
     ok = [r for r in rows if not r["error"]]
     labels = ["baseline" if r["interval_s"] is None else
               f"{units.format_duration(r['interval_s'])} / {r['window']}" for r in ok]
-    fig, ax = plt.subplots(figsize=(6, 0.4 * len(ok) + 1.5))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9, 0.4 * len(ok) + 1.5), sharey=True)
     ax.barh(labels, [r["seconds"] for r in ok], color="tab:blue", label="time")
     ax.barh(labels, [r["seconds"] * r["mpi_fraction"] for r in ok], color="tab:red",
             label="MPI part")
     ax.invert_yaxis()
     ax.set_xlabel("seconds (lower is better)")
     ax.legend()
+    bx.barh(labels, [100 * r.get("busy_fraction", 0.0) for r in ok], color="tab:green")
+    bx.set_xlabel("gossip ranks busy (%)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -46,7 +46,8 @@ def write_csv(path: str, rows: list[dict], meta: dict) -> None:
         return
     p = Path(path)
     with p.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        names = list(dict.fromkeys(k for row in rows for k in row))  # every column, in order
+        writer = csv.DictWriter(f, fieldnames=names, restval="")
         writer.writeheader()
         writer.writerows(rows)
     side = {"shoal": shoal.__version__, "command": sys.argv,
