@@ -40,3 +40,18 @@ def test_cluster_refuses_impossible_settings():
         Cluster(0, RN, 2)
     with pytest.raises(UsageError, match="1..32"):
         Cluster(RC, RN, 0)
+
+
+@pytest.mark.skipif(WHY is not None, reason=f"no emulated cluster here: {WHY}")
+def test_emulate_command_fits_what_it_set(tmp_path):
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "shoal", "netmodel", "emulate", "--rc",
+                          "200Mbit", "--rn", "300Mbit", "--pairs", "2", "--repeat", "3",
+                          "--csv", str(tmp_path / "e.csv")], capture_output=True, text=True,
+                         timeout=150)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "R_C 25 MB/s, R_N 37.5 MB/s" in out.stdout
+    (reg,) = analyse(read_csv(tmp_path / "e.csv"), thresholds=[])
+    assert reg.fits["maxrate"].model.params["rc"] == pytest.approx(25e6, rel=0.15)
+    assert reg.fits["maxrate"].model.params["rn"] == pytest.approx(37.5e6, rel=0.15)
