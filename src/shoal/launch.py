@@ -49,6 +49,15 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
                          f"killed: {shlex.join(cmd)}") from None
 
 
+def run_shoal(nprocs: int, args: list[str], timeout: float | None) -> None:
+    """Run ``shoal ARGS...`` on ``nprocs`` ranks (a command that launches itself as MPI
+    ranks); a failing job raises :class:`UsageError` (the rank has printed why)."""
+    done = run_ranks(nprocs, ["-m", "shoal", *args], timeout=timeout)
+    if done.returncode:
+        raise UsageError(f"the MPI job failed with exit code {done.returncode} "
+                         "(see the rank's message above)")
+
+
 @contextmanager
 def abort_on_error(comm):
     """Inside a rank: an exception prints ``rank R: traceback`` on stderr and aborts every

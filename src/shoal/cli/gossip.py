@@ -148,17 +148,14 @@ def run(nprocs: int | None, interval: str, duration: str, window: str, entry_siz
         if nprocs < 2:
             raise UsageError("gossip needs at least 2 ranks: use -n 2 or more")
         from shoal.gossip.analysis import window_entries
-        from shoal.launch import run_ranks
+        from shoal.launch import run_shoal
 
         window_entries(nprocs, win)
-        argv = ["-m", "shoal", "gossip", "run", "--interval", interval, "--duration",
+        argv = ["gossip", "run", "--interval", interval, "--duration",
                 duration, "--window", window, "--entry-size", entry_size,
                 "--max-outstanding", str(max_outstanding), "--poll-max", poll_max,
                 "--rows", str(rows)]
-        done = run_ranks(nprocs, argv, timeout=dur + 60 + 2 * nprocs)
-        if done.returncode:
-            raise UsageError(f"the MPI job failed with exit code {done.returncode} "
-                             "(see the rank's message above)")
+        run_shoal(nprocs, argv, timeout=dur + 60 + 2 * nprocs)
         return
     _rank_main(ival, dur, win, esize, max_outstanding, pmax, rows)
 
@@ -227,20 +224,17 @@ def overhead(nprocs, app, every, intervals, window, repeat, size_hint, csv_path,
     if repeat < 1 or every < 2:
         raise UsageError("--repeat must be >= 1 and --every >= 2")
     if nprocs is not None:
-        from shoal.launch import run_ranks
+        from shoal.launch import run_shoal
 
         if nprocs < 2 * every:
             raise UsageError(f"-n {nprocs} with --every {every} leaves fewer than 2 gossiping "
                              f"ranks: use -n {2 * every} or more")
-        argv = ["-m", "shoal", "gossip", "overhead", "--app", app, "--every", str(every),
+        argv = ["gossip", "overhead", "--app", app, "--every", str(every),
                 "--intervals", intervals, "--window", window, "--repeat", str(repeat)]
         for flag, value in (("--size", size_hint), ("--csv", csv_path), ("--plot", plot)):
             if value is not None:
                 argv += [flag, str(value)]
-        done = run_ranks(nprocs, argv, timeout=None)
-        if done.returncode:
-            raise UsageError(f"the MPI job failed with exit code {done.returncode} "
-                             "(see the rank's message above)")
+        run_shoal(nprocs, argv, timeout=None)
         return
     from mpi4py import MPI
 

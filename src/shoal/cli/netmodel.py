@@ -147,7 +147,7 @@ def bench(nprocs, ks, sizes, repeat, mode, min_time, pseudo_nodes, csv_path) -> 
             raise UsageError("--pseudo-nodes needs at least 2 nodes of 1 rank")
         pseudo = (a, b)
     if nprocs is not None:
-        from shoal.launch import run_ranks
+        from shoal.launch import run_shoal
 
         if pseudo is not None and pseudo[0] * pseudo[1] != nprocs:
             raise UsageError(f"--pseudo-nodes {pseudo_nodes} declares {pseudo[0] * pseudo[1]} "
@@ -155,14 +155,11 @@ def bench(nprocs, ks, sizes, repeat, mode, min_time, pseudo_nodes, csv_path) -> 
         if pseudo is not None and max(klist) > pseudo[1]:
             raise UsageError(f"k must lie in 1..{pseudo[1]}: a pseudo-node has {pseudo[1]} "
                              f"ranks")
-        argv = ["-m", "shoal", "netmodel", "bench", "--k", ks, "--sizes", sizes, "--repeat",
+        argv = ["netmodel", "bench", "--k", ks, "--sizes", sizes, "--repeat",
                 str(repeat), "--mode", mode, "--min-time", min_time, "--csv", csv_path]
         if pseudo_nodes:
             argv += ["--pseudo-nodes", pseudo_nodes]
-        done = run_ranks(nprocs, argv, timeout=None)
-        if done.returncode:
-            raise UsageError(f"the MPI job failed with exit code {done.returncode} "
-                             "(see the rank's message above)")
+        run_shoal(nprocs, argv, timeout=None)
         return
     from mpi4py import MPI
 

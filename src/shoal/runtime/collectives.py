@@ -86,12 +86,7 @@ class Collectives:
         self._red_add(coll, r, value, 1, reducer, target)
 
     def _red_add(self, coll: Collection, r: int, value, count: int, reducer, target) -> None:
-        part = coll.partial.get(r)
-        if part is None:
-            coll.partial[r] = [value, count, reducer, target]
-        else:
-            part[0] = reducers.combiner(reducer)(part[0], value)
-            part[1] += count
+        _combine(coll.partial, r, value, count, reducer, target)
         self._red_check(coll, r)
 
     def _red_check(self, coll: Collection, r: int) -> None:
@@ -105,12 +100,7 @@ class Collectives:
         del coll.done[r]
         value, count, reducer, target = coll.partial.pop(r)
         if self.pe == 0:
-            total = coll.total.get(r)
-            if total is None:
-                coll.total[r] = [value, count, reducer, target]
-            else:
-                total[0] = reducers.combiner(reducer)(total[0], value)
-                total[1] += count
+            _combine(coll.total, r, value, count, reducer, target)
             self._red_root(coll, r)
         else:
             self._send(parent(self.pe, 0, self.npes),
@@ -218,3 +208,12 @@ class Collectives:
         self.qd_delay = min(2 * self.qd_delay, 0.05)
         self._after(self.qd_delay, self._qd_wave)
 
+
+def _combine(store: dict, r: int, value, count: int, reducer, target) -> None:
+    """Add ``count`` contributions worth ``value`` to the partial result ``store[r]``."""
+    part = store.get(r)
+    if part is None:
+        store[r] = [value, count, reducer, target]
+    else:
+        part[0] = reducers.combiner(reducer)(part[0], value)
+        part[1] += count
