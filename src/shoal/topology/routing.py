@@ -38,8 +38,9 @@ ROUTINGS = ("dor", "adaptive", "paths")
 
 
 def _flows(hops: tuple, routing: str, order: tuple) -> list[tuple[tuple, int, float]]:
-    """Relative flow of one unit from offset 0 to ``hops`` (all positive): entries
-    (steps taken per dimension before the link, dimension of the link, fraction)."""
+    """Relative flow of one unit from offset 0 to ``hops`` (all positive) under ``dor`` or
+    ``paths``: entries (steps taken per dimension before the link, dimension of the link,
+    fraction). The adaptive split is :func:`_adaptive_signed`."""
     dims = len(hops)
     out = []
     if routing == "dor":
@@ -50,19 +51,6 @@ def _flows(hops: tuple, routing: str, order: tuple) -> list[tuple[tuple, int, fl
                 k[d] += 1
         return out
     box = [range(h + 1) for h in hops]
-    if routing == "adaptive":
-        flow = defaultdict(float)
-        flow[(0,) * dims] = 1.0
-        for k in sorted(itertools.product(*box), key=sum):
-            f = flow.get(k, 0.0)
-            if f == 0.0:
-                continue
-            ways = [d for d in range(dims) if k[d] < hops[d]]
-            for d in ways:
-                out.append((k, d, f / len(ways)))
-                nxt = k[:d] + (k[d] + 1,) + k[d + 1:]
-                flow[nxt] += f / len(ways)
-        return out
 
     def count(a: tuple) -> int:  # minimal paths over a box of sides a
         return math.factorial(sum(a)) // math.prod(math.factorial(x) for x in a)
@@ -162,19 +150,16 @@ def _group_entries(h, s, tie, routing, order, cache, torus):
     the adaptive split treats both directions as productive links at every node where the
     dimension has not been entered yet."""
     dims = len(h)
-    if routing == "adaptive" and any(tie):
+    if routing == "adaptive":
         return _merge(_adaptive_signed(h, s, tie), torus)
-    merged = defaultdict(float)
     variants = list(itertools.product(*[(1, -1) if tie[d] else (int(s[d]),)
                                         for d in range(dims)]))
     key = (h, routing, order)
     if key not in cache:
         cache[key] = _flows(h, routing, order)
-    for var in variants:
-        for k, d, f in cache[key]:
-            pos = tuple(int(var[e]) * k[e] for e in range(dims))
-            merged[(pos, d, int(var[d]))] += f / len(variants)
-    return _merge([(pos, d, sg, f) for (pos, d, sg), f in merged.items()], torus)
+    share = 1.0 / len(variants)
+    return _merge([(tuple(int(var[e]) * k[e] for e in range(dims)), d, int(var[d]), f * share)
+                   for var in variants for k, d, f in cache[key]], torus)
 
 
 def _merge(entries, torus):
@@ -190,8 +175,9 @@ def _merge(entries, torus):
 
 
 def _adaptive_signed(h, s, tie):
-    """Adaptive split with half-ring dimensions: states are signed positions; a tie
-    dimension not yet entered offers two productive links."""
+    """The adaptive split: at every node the traffic divides equally among the links that
+    shorten the route. States are signed positions; a half-ring (``tie``) dimension not yet
+    entered offers two productive links."""
     dims = len(h)
     flow = defaultdict(float)
     flow[(0,) * dims] = 1.0
