@@ -55,6 +55,12 @@ def test_patterns_have_the_right_partners():
 def test_pattern_files(tmp_path):
     (tmp_path / "p.toml").write_text('kind = "grid"\nsize = "4x4"\nstencil = "edges"\n')
     assert len(parse(f"@{tmp_path / 'p.toml'}").src) == 48
+    (tmp_path / "bad.toml").write_text("kind = grid\n")
+    with pytest.raises(UsageError, match="not valid TOML"):
+        parse(f"@{tmp_path / 'bad.toml'}")
+    (tmp_path / "bad.json").write_text("{kind")
+    with pytest.raises(UsageError, match="not valid JSON"):
+        parse(f"@{tmp_path / 'bad.json'}")
     (tmp_path / "g.txt").write_text("# edges\n0 1 1KiB\n1 0\n2 3 64\n")
     g = parse(f"graph {tmp_path / 'g.txt'} bytes=8")
     assert g.nprocs == 4 and list(g.nbytes) == [1024, 8, 64]

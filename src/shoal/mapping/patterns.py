@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shoal import tomlfile
 from shoal.errors import UsageError
 from shoal.units import parse_size
 
@@ -66,16 +67,17 @@ def parse(text: str) -> Pattern:
 
 
 def _from_file(path: Path) -> Pattern:
-    try:
-        raw = path.read_text()
-    except OSError as exc:
-        raise UsageError(f"cannot read pattern file {path}: {exc.strerror}") from None
-    if path.suffix == ".json":
-        data = json.loads(raw)
+    if path.suffix != ".json":
+        data = tomlfile.read(path, "pattern file")
     else:
-        from shoal.netmodel.profile import tomllib
-
-        data = tomllib.loads(raw)
+        try:
+            data = json.loads(path.read_text())
+        except OSError as exc:
+            raise UsageError(f"cannot read pattern file {path}: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: a pattern file holds keys such as kind and size")
     kind = data.pop("kind", None)
     size = data.pop("size", None)
     if kind is None or size is None:

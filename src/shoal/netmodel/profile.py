@@ -5,16 +5,11 @@ from __future__ import annotations
 
 import datetime
 import math
-import sys
 from pathlib import Path
 
+from shoal import tomlfile
 from shoal.errors import UsageError
 from shoal.netmodel.models import PARAMS, Model
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 
 class Profile:
@@ -49,12 +44,7 @@ class Profile:
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
-        try:
-            data = tomllib.loads(Path(path).read_text())
-        except OSError as exc:
-            raise UsageError(f"cannot read profile {path}: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise UsageError(f"{path} is not valid TOML: {exc}") from None
+        data = tomlfile.read(path, "profile")
         regimes = []
         for reg in data.get("regime", []):
             try:
