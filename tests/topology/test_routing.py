@@ -125,3 +125,11 @@ def test_bad_routing_requests():
         link_loads(t, [0], [5], 1.0, "dor", order=(0, 0))
     with pytest.raises(UsageError, match="half-ring"):
         link_loads(t, [0], [5], 1.0, "adaptive", half="sideways")
+
+
+@pytest.mark.parametrize("torus", TORI, ids=lambda t: f"{t.dims}{t.wrap}")
+def test_diameter_and_mean_distance_against_every_pair(torus):
+    a, b = np.meshgrid(np.arange(torus.nodes), np.arange(torus.nodes))
+    hops = torus.distance(a.ravel(), b.ravel())
+    assert torus.diameter() == hops.max()
+    assert torus.mean_distance() == pytest.approx(hops.mean())

@@ -77,29 +77,15 @@ def topology() -> None:
 @click.option("--mesh", is_flag=True, help="No wrap-around links.")
 def show(shape, cores, mesh) -> None:
     """Print the facts of a partition such as 8x16x32."""
-    import numpy as np
-
     from shoal.topology.torus import BGP_PARTITIONS, Torus
 
     t = Torus.parse(shape, cores, mesh)
-    n = np.arange(t.nodes)
-    far = t.distance(np.zeros_like(n), n)
     rows = [["dimensions", shape + (" (mesh)" if mesh else " (torus)")],
             ["nodes", t.nodes], ["cores per node", cores], ["processes", t.processes],
             ["directed links", int(t.link_exists().sum())],
-            ["diameter (hops)", int(far.max())], ["mean distance (hops)", float(far.mean())],
-            ["bisection links",
-             _bisection(t)]]
+            ["diameter (hops)", t.diameter()], ["mean distance (hops)", t.mean_distance()],
+            ["bisection links", t.bisection_links()]]
     bgp = [f"{k} nodes" for k, v in BGP_PARTITIONS.items() if v == t.dims]
     if bgp:
         rows.append(["Argonne BG/P partition", bgp[0]])
     console.print(table(f"Topology {shape}", ["", "value"], rows))
-
-
-def _bisection(t) -> int:
-    """Links crossing the cut that halves the longest dimension (both directions)."""
-    d = max(range(t.ndims), key=lambda i: t.dims[i])
-    if t.dims[d] < 2:
-        return 0
-    across = t.nodes // t.dims[d]
-    return across * (2 if t.wrap[d] and t.dims[d] > 2 else 1) * 2

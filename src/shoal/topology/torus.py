@@ -105,6 +105,29 @@ class Torus:
         """Minimal hop count between nodes."""
         return self.offsets(src, dst)[0].sum(axis=-1)
 
+    def _ring_hops(self, d: int) -> np.ndarray:
+        """Hops between every pair of positions along dimension ``d``."""
+        a = np.arange(self.dims[d])
+        gap = np.abs(a[:, None] - a[None, :])
+        return np.minimum(gap, self.dims[d] - gap) if self.wrap[d] else gap
+
+    def diameter(self) -> int:
+        """The longest minimal route, in hops (dimensions add up)."""
+        return int(sum(self._ring_hops(d).max() for d in range(self.ndims)))
+
+    def mean_distance(self) -> float:
+        """Hops between two nodes, averaged over all ordered pairs (a node with itself
+        included): the per-dimension means add up."""
+        return float(sum(self._ring_hops(d).mean() for d in range(self.ndims)))
+
+    def bisection_links(self) -> int:
+        """Directed links crossing the cut that halves the longest dimension."""
+        d = max(range(self.ndims), key=lambda i: self.dims[i])
+        if self.dims[d] < 2:
+            return 0
+        cuts = 2 if self.wrap[d] and self.dims[d] > 2 else 1
+        return self.nodes // self.dims[d] * cuts * 2
+
 
 # the partitions of the Argonne BG/P system (seed 004, Table 1)
 BGP_PARTITIONS = {512: (8, 8, 8), 1024: (8, 8, 16), 2048: (8, 8, 32), 4096: (8, 16, 32),
