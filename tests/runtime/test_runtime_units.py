@@ -9,9 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shoal import Reducer, UsageError
+from shoal.runtime.chare import Chare
 from shoal.runtime.maps import home, local_indices
 from shoal.runtime.protocol import children, parent
-from shoal.runtime.proxy import CollectionProxy, ElementProxy, Method
+from shoal.runtime.proxy import proxy_classes
 from shoal.runtime.reducers import combiner
 from shoal.runtime.transport import OOB_MIN, pack_args, unpack_args
 
@@ -70,18 +71,38 @@ def test_reducers_on_numbers_and_arrays():
         combiner(42)
 
 
+class _Cell(Chare):
+    def update(self, x):
+        pass
+
+
 def test_proxies_pickle_and_check_indices():
-    arr = CollectionProxy(5, 2)
+    element, collection = proxy_classes(_Cell)
+    arr = collection(5, 2)
     el = arr[1, 2]
-    assert el == ElementProxy(5, (1, 2))
+    assert type(el) is element and el == element(5, (1, 2))
     assert pickle.loads(pickle.dumps(el)) == el
+    assert type(pickle.loads(pickle.dumps(el))) is element
     m = pickle.loads(pickle.dumps(el.update))
-    assert isinstance(m, Method) and m.name == "update" and m.target == el
+    assert m.__self__ == el and m.__name__ == "update"
     assert pickle.loads(pickle.dumps(arr)) == arr
     with pytest.raises(UsageError, match="2 integer"):
         arr[3]
+    with pytest.raises(AttributeError, match="_Cell has no entry method 'updat'"):
+        el.updat(1)
     with pytest.raises(AttributeError):
         assert arr.__private__ is None
+    assert {"update", "migrate", "contribute", "_shoal_channel"} <= set(dir(element))
+    assert "on_migrated" in dir(collection) and "thisIndex" not in dir(element)
+
+
+def test_entry_methods_may_not_shadow_proxy_names():
+    class Table(Chare):
+        def insert(self, key):
+            pass
+
+    with pytest.raises(UsageError, match="may not be named insert"):
+        proxy_classes(Table)
 
 
 @given(st.sampled_from(["f8", "f4", "i8", "u1", "c16", "?"]),

@@ -33,7 +33,8 @@ class Chare:
 
     @property
     def thisElement(self) -> ElementProxy:  # noqa: N802
-        return ElementProxy(self._slot.coll.cid, self._slot.index)
+        slot = self._slot
+        return slot.coll.proxy._element(slot.coll.cid, slot.index)
 
     def migrate(self, pe: int) -> None:
         """Move to ``pe`` once the current entry method returns (and no coroutine of this

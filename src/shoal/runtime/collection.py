@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 
 from shoal.runtime.maps import home
-from shoal.runtime.proxy import CollectionProxy
+from shoal.runtime.proxy import proxy_classes
 
 HISTORY = 256  # broadcasts a PE keeps to replay to elements that migrate in behind them
 
@@ -68,7 +68,7 @@ class Collection:
         self.dims = dims
         self.map = mapping
         self.npes = npes
-        self.proxy = CollectionProxy(cid, ndims)
+        self.proxy = proxy_classes(cls)[1](cid, ndims)
         self.local: dict[tuple, Slot] = {}
         self.cache: dict[tuple, int] = {}
         self.forward: dict[tuple, int] = {}

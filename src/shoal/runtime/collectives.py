@@ -8,6 +8,7 @@ A mixin of :class:`~shoal.runtime.core.Runtime`; it uses the scheduler's queue a
 from __future__ import annotations
 
 from collections import deque
+from types import MethodType
 
 from shoal.errors import ShoalError, UsageError
 from shoal.runtime import reducers
@@ -24,7 +25,7 @@ from shoal.runtime.protocol import (
     children,
     parent,
 )
-from shoal.runtime.proxy import ElementProxy, Method
+from shoal.runtime.proxy import CollectionProxy, ElementProxy
 
 
 class Collectives:
@@ -73,7 +74,9 @@ class Collectives:
     # ----------------------------------------------------------------- reductions
     def contribute(self, slot: Slot, value, reducer, target) -> None:
         reducers.combiner(reducer)
-        if not isinstance(target, (Future, Method)):
+        if not (isinstance(target, Future) or (
+                type(target) is MethodType
+                and isinstance(target.__self__, (ElementProxy, CollectionProxy)))):
             raise UsageError(f"a reduction's target is a Future or a proxy method, not "
                              f"{target!r}")
         coll = slot.coll

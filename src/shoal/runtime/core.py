@@ -44,7 +44,7 @@ from shoal.runtime.protocol import (
     LOC,
     children,
 )
-from shoal.runtime.proxy import CollectionProxy, ElementProxy
+from shoal.runtime.proxy import CollectionProxy, ElementProxy, proxy_classes
 from shoal.runtime.transport import Transport, pack_args, unpack_args
 
 __all__ = ["Runtime", "current"]
@@ -267,8 +267,9 @@ class Runtime(Mobility, Collectives):
                              "or ndims=k for an array filled by insertion")
         cid = (self.pe << 20) | self.ncoll
         self.ncoll += 1
+        proxy_classes(cls)  # a clash of names is the caller's error, raised here
         self._on_create((CREATE, self.pe, cid, kind, cls, ndims, dims, mapping, args))
-        return CollectionProxy(cid, ndims)
+        return self.colls[cid].proxy
 
     def _on_create(self, env) -> None:
         _, root, cid, kind, cls, ndims, dims, mapping, args = env

@@ -32,35 +32,41 @@ POOL = 4  # receive buffers kept per size, reused once the program dropped every
 
 def pack_args(args: tuple):
     """``args`` unchanged, or, if it holds plain numeric numpy arrays, a list
-    ``[args with those arrays replaced, ((position, dtype, shape), ...)]``: small arrays by
+    ``[args with those arrays replaced, (position, dtype, shape), ...]``: small arrays by
     their bytes, large ones by a ``PickleBuffer`` that leaves the pickle (out of band)."""
-    for a in args:
-        if type(a) is np.ndarray:
-            break
-    else:
-        return args
-    packed = list(args)
-    specs = []
+    packed = None
     for pos, a in enumerate(args):
-        if type(a) is np.ndarray and a.dtype.kind in "biufc":
-            if a.nbytes < OOB_MIN:
-                packed[pos] = a.tobytes()
-            else:
-                packed[pos] = pickle.PickleBuffer(np.ascontiguousarray(a))
-            specs.append((pos, a.dtype.str, a.shape))
-    return [tuple(packed), tuple(specs)] if specs else args
+        if type(a) is np.ndarray:
+            code = _CODES.get(a.dtype)
+            if code is None:
+                if a.dtype.kind not in "biufc":
+                    continue  # objects, strings, records: numpy pickles them
+                code = _CODES[a.dtype] = a.dtype.str
+            if packed is None:
+                packed = [list(args)]
+            packed[0][pos] = (a.tobytes() if a.nbytes < OOB_MIN
+                              else pickle.PickleBuffer(np.ascontiguousarray(a)))
+            packed.append((pos, code, a.shape))
+    return args if packed is None else packed
 
 
-def unpack_args(packed: list) -> tuple:
+def unpack_args(packed: list) -> list:
     """The arguments ``pack_args`` packed, as writable arrays (large ones are views of the
     memory they were received into)."""
-    args, specs = packed
-    args = list(args)
-    for pos, dtype, shape in specs:
+    args = packed[0]
+    for k in range(1, len(packed)):
+        pos, code, shape = packed[k]
         data = args[pos]
-        arr = np.frombuffer(data, dtype).reshape(shape)
-        args[pos] = arr.copy() if isinstance(data, bytes) else arr
-    return tuple(args)
+        dtype = _DTYPES.get(code)
+        if dtype is None:
+            dtype = _DTYPES[code] = np.dtype(code)
+        arr = np.ndarray(shape, dtype, data)
+        args[pos] = arr.copy() if type(data) is bytes else arr
+    return args
+
+
+_CODES: dict = {}  # numeric dtype -> its str, for the sender
+_DTYPES: dict = {}  # and back, for the receiver
 
 
 class Transport:
@@ -104,15 +110,16 @@ class Transport:
             self.bytes_sent += len(data)
             return len(data)
         reqs = self._reqs
-        reqs.append(self._isend(data, dest, len(oob)))
-        self._keep.append(data)
         nbytes = len(data)
-        if oob:
+        nbuf = len(oob)
+        if oob:  # the buffers first: when the header arrives, they are on their way
             for raw in oob:
                 reqs.append(self._bufcomm.Isend(raw, dest, 0))
                 self._keep.append(raw)
                 nbytes += raw.nbytes
             oob.clear()
+        reqs.append(self._isend(data, dest, nbuf))
+        self._keep.append(data)
         self.bytes_sent += nbytes
         if len(reqs) > 64:
             self.reap()
