@@ -106,6 +106,7 @@ class Runtime(Mobility, Collectives):
         self.nheap = 0
         self.timers: list = []
         self.running = False
+        self.direct = False  # may a message from the network run at once (nothing queued)?
         self.created = 0
         self.processed = 0
         self.idle = 0.0
@@ -185,7 +186,9 @@ class Runtime(Mobility, Collectives):
                 kind = env[0]
                 if kind < COUNTED:
                     self.processed += 1
+                self.direct = True
                 handlers[kind](self, env)
+                self.direct = False
             n = 0
             fifo, heap = self.fifo, self.heap
             while (fifo or heap) and n < 32:
@@ -395,6 +398,12 @@ class Runtime(Mobility, Collectives):
             return
         while True:
             expected[src] = seq + 1
+            if self.direct and not (env[8] or self.fifo or self.heap or slot.ooo):
+                self.direct = False  # a message it sends to this PE is queued
+                self.created += 1  # as if queued and taken at once
+                self.processed += 1
+                self._run_invoke(slot, env)
+                return
             self._push(env[8], _INVOKE, slot, env)
             if not slot.ooo:
                 return
