@@ -110,16 +110,15 @@ class Transport:
             self.bytes_sent += len(data)
             return len(data)
         reqs = self._reqs
+        reqs.append(self._isend(data, dest, len(oob)))
+        self._keep.append(data)
         nbytes = len(data)
-        nbuf = len(oob)
-        if oob:  # the buffers first: when the header arrives, they are on their way
+        if oob:
             for raw in oob:
                 reqs.append(self._bufcomm.Isend(raw, dest, 0))
                 self._keep.append(raw)
                 nbytes += raw.nbytes
             oob.clear()
-        reqs.append(self._isend(data, dest, nbuf))
-        self._keep.append(data)
         self.bytes_sent += nbytes
         if len(reqs) > 64:
             self.reap()
