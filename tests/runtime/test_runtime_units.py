@@ -115,6 +115,7 @@ def test_small_arrays_travel_as_bytes_and_come_back_equal_and_writable(dtype, sh
     packed = pack_args(args)
     assert type(packed) is list and isinstance(packed[0][1], bytes)
     back = unpack_args(pickle.loads(pickle.dumps(packed, 5)))
+    assert type(back) is tuple  # a list would read as packed again (out of order, migrated)
     assert back[0] == 1 and back[2] == "x"
     assert back[1].dtype == a.dtype and np.array_equal(back[1], a)
     back[1][...] = 0  # writable

@@ -331,23 +331,25 @@ class Runtime(Mobility, Collectives):
         stat = out.get(dst)  # [messages sent so far = next sequence number, bytes]
         if stat is None:
             stat = out[dst] = [0, 0]
-        env = (INVOKE, cid, index, name, args, kwargs, src, stat[0], prio, fut, self.pe, 0)
-        stat[0] += 1
+        seq = stat[0]
+        stat[0] = seq + 1
         coll = self.colls.get(cid)
+        slot = None if coll is None else coll.local.get(index)
+        if slot is not None:  # same PE: no serialisation
+            self._accept(slot, (INVOKE, cid, index, name, args, kwargs, src, seq, prio, fut,
+                                self.pe, 0))
+            return
+        for a in args:
+            if type(a) is ndarray:
+                args = pack_args(args)
+                break
+        env = (INVOKE, cid, index, name, args, kwargs, src, seq, prio, fut, self.pe, 0)
         if coll is None:  # its creation has not reached this PE yet
             self.early.setdefault(cid, []).append(env)
-            return
-        slot = coll.local.get(index)
-        if slot is not None:  # same PE: no serialisation
-            self._accept(slot, env)
             return
         dest = coll.cache.get(index)
         if dest is None:  # believe it is at home until told otherwise
             dest = coll.cache[index] = coll.home(index)
-        for a in args:
-            if type(a) is ndarray:
-                env = env[:4] + (pack_args(args),) + env[5:]
-                break
         self.created += 1
         stat[1] += self.net.send(dest, env)
 

@@ -50,9 +50,10 @@ def pack_args(args: tuple):
     return args if packed is None else packed
 
 
-def unpack_args(packed: list) -> list:
+def unpack_args(packed: list) -> tuple:
     """The arguments ``pack_args`` packed, as writable arrays (large ones are views of the
-    memory they were received into)."""
+    memory they were received into). A tuple: a list means packed arguments, and a message
+    that waits out of order, or migrates, may be looked at again."""
     args = packed[0]
     for k in range(1, len(packed)):
         pos, code, shape = packed[k]
@@ -62,7 +63,7 @@ def unpack_args(packed: list) -> list:
             dtype = _DTYPES[code] = np.dtype(code)
         arr = np.ndarray(shape, dtype, data)
         args[pos] = arr.copy() if type(data) is bytes else arr
-    return args
+    return tuple(args)
 
 
 _CODES: dict = {}  # numeric dtype -> its str, for the sender
