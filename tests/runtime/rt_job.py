@@ -261,7 +261,10 @@ class Walker(shoal.Chare):
         for _ in range(8):
             j = self.rng.randrange(self.n)
             self.sent += 1
-            self.thisProxy[j].recv(self.thisIndex[0], self.sent)
+            # every 4th message carries an array that travels out of band (and may be
+            # forwarded to an element that moved)
+            big = np.full(1100, float(self.sent)) if self.sent % 4 == 0 else None
+            self.thisProxy[j].recv(self.thisIndex[0], self.sent, big)
         if self.rng.random() < 0.3:
             pe = self.rng.randrange(shoal.num_pes())
             if pe != shoal.my_pe():
@@ -270,7 +273,9 @@ class Walker(shoal.Chare):
         if r + 1 < self.rounds:
             self.thisProxy[self.thisIndex].tick(r + 1)
 
-    def recv(self, src, k):
+    def recv(self, src, k, big):
+        assert (big is None) == (k % 4 != 0)
+        assert big is None or (big.shape == (1100,) and (big == k).all()), (k, big)
         last = self.got.get(src, 0)
         assert k > last, f"{self.thisIndex}: message {k} from {src} after {last}"
         self.got[src] = k
