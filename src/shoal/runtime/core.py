@@ -339,22 +339,19 @@ class Runtime(Mobility, Collectives):
             self._accept(slot, (INVOKE, cid, index, name, args, kwargs, src, seq, prio, fut,
                                 self.pe, 0))
             return
-        if coll is None:  # its creation has not reached this PE yet
-            self.early.setdefault(cid, []).append(
-                (INVOKE, cid, index, name, args, kwargs, src, seq, prio, fut, self.pe, 0))
-            return
-        arrays = None
         for a in args:
             if type(a) is ndarray:
-                args, arrays = pack_args(args)
+                args = pack_args(args)
                 break
+        env = (INVOKE, cid, index, name, args, kwargs, src, seq, prio, fut, self.pe, 0)
+        if coll is None:  # its creation has not reached this PE yet
+            self.early.setdefault(cid, []).append(env)
+            return
         dest = coll.cache.get(index)
         if dest is None:  # believe it is at home until told otherwise
             dest = coll.cache[index] = coll.home(index)
         self.created += 1
-        stat[1] += self.net.send(
-            dest, (INVOKE, cid, index, name, args, kwargs, src, seq, prio, fut, self.pe, 0),
-            arrays)
+        stat[1] += self.net.send(dest, env)
 
     def _on_invoke(self, env) -> None:
         coll = self.colls.get(env[1])

@@ -2,19 +2,14 @@
 
 An envelope is pickled once. Every contiguous buffer of at least ``OOB_MIN`` bytes (numpy
 arrays, bytes-likes that support protocol 5) leaves the pickle and travels as its own MPI
-message, sent from and received into its memory, never copied into the pickle. The buffers
-follow the header on a second communicator, in order (MPI keeps the order of messages
-between two ranks on one communicator and tag). Smaller buffers stay in-band: one MPI
-message is cheaper than two.
+message, sent from and received into its memory, never copied into the pickle: the header's
+MPI tag is the number of such buffers, and they follow on a second communicator, in order
+(MPI keeps the order of messages between two ranks on one communicator and tag). Smaller
+buffers stay in-band: one MPI message is cheaper than two.
 
 Numpy arrays among an entry method's arguments skip numpy's own pickling (about 11 µs for a
-dump and a load here): ``pack_args`` replaces small ones by their bytes and takes large ones
-out of the arguments, leaving ``None`` and their dtype and shape; ``send`` sends them after
-the header, and ``poll`` receives each one straight into a typed array of runtime memory.
-``unpack_args`` rebuilds the small ones on arrival. The header's MPI tag says what follows:
-``2 g + a``, with ``g`` buffers that left the pickle and ``a`` = 1 if argument arrays follow.
-All the Python work of a receive (unpickling the header, making the arrays) is done before
-the large copies, while the caches still hold it: after a 1 MiB copy every step runs cold.
+dump and a load here): ``pack_args`` replaces small ones by their bytes and large ones by a
+``PickleBuffer`` of their memory, and ``unpack_args`` rebuilds them on arrival.
 
 An envelope of at most ``EAGER`` bytes goes by a blocking ``MPI_Send``: every MPI sends
 messages that small eagerly (the receiver buffers them whether or not a receive is posted),
@@ -36,12 +31,10 @@ POOL = 4  # receive buffers kept per size, reused once the program dropped every
 
 
 def pack_args(args: tuple):
-    """``(args, None)`` unchanged, or, if ``args`` holds plain numeric numpy arrays,
-    ``(packed, arrays)``: ``packed`` is a list ``[args with those arrays replaced, (position,
-    dtype, shape), ...]``, small arrays replaced by their bytes and large ones by ``None``;
-    ``arrays`` lists the large ones (contiguous), in order, to travel after the header."""
+    """``args`` unchanged, or, if it holds plain numeric numpy arrays, a list
+    ``[args with those arrays replaced, (position, dtype, shape), ...]``: small arrays by
+    their bytes, large ones by a ``PickleBuffer`` that leaves the pickle (out of band)."""
     packed = None
-    arrays = []
     for pos, a in enumerate(args):
         if type(a) is np.ndarray:
             code = _CODES.get(a.dtype)
@@ -51,33 +44,26 @@ def pack_args(args: tuple):
                 code = _CODES[a.dtype] = a.dtype.str
             if packed is None:
                 packed = [list(args)]
-            if a.nbytes < OOB_MIN:
-                packed[0][pos] = a.tobytes()
-            else:
-                packed[0][pos] = None
-                arrays.append(np.ascontiguousarray(a))
+            packed[0][pos] = (a.tobytes() if a.nbytes < OOB_MIN
+                              else pickle.PickleBuffer(np.ascontiguousarray(a)))
             packed.append((pos, code, a.shape))
-    return (args, None) if packed is None else (packed, arrays or None)
+    return args if packed is None else packed
 
 
 def unpack_args(packed: list) -> tuple:
-    """The arguments ``pack_args`` packed, once ``poll`` has put the large arrays back, as
-    writable arrays. A tuple: a list means packed arguments, and a message that waits out of
-    order, or migrates, may be looked at again."""
+    """The arguments ``pack_args`` packed, as writable arrays (large ones are views of the
+    memory they were received into). A tuple: a list means packed arguments, and a message
+    that waits out of order, or migrates, may be looked at again."""
     args = packed[0]
     for k in range(1, len(packed)):
         pos, code, shape = packed[k]
         data = args[pos]
-        if type(data) is bytes:
-            args[pos] = np.ndarray(shape, _dtype(code), data).copy()
+        dtype = _DTYPES.get(code)
+        if dtype is None:
+            dtype = _DTYPES[code] = np.dtype(code)
+        arr = np.ndarray(shape, dtype, data)
+        args[pos] = arr.copy() if type(data) is bytes else arr
     return tuple(args)
-
-
-def _dtype(code: str) -> np.dtype:
-    dtype = _DTYPES.get(code)
-    if dtype is None:
-        dtype = _DTYPES[code] = np.dtype(code)
-    return dtype
 
 
 _CODES: dict = {}  # numeric dtype -> its str, for the sender
@@ -105,7 +91,6 @@ class Transport:
         self._isend = self.comm.Isend
         self._bsend = self.comm.Send
         self._improbe = self.comm.improbe
-        self._byte = MPI.BYTE
         self._any = MPI.ANY_SOURCE
         self._anytag = MPI.ANY_TAG
         self.bytes_sent = 0
@@ -117,31 +102,24 @@ class Transport:
         self._oob.append(raw)
         return False
 
-    def send(self, dest: int, env, arrays: list | None = None) -> int:
-        """Send ``env`` to rank ``dest``, followed by the argument ``arrays`` that
-        :func:`pack_args` took out of its field 4; returns the bytes put on the wire."""
+    def send(self, dest: int, env) -> int:
+        """Send ``env`` to rank ``dest``; returns the bytes put on the wire."""
         oob = self._oob
         data = pickle.dumps(env, 5, buffer_callback=self._callback)
-        if not oob and arrays is None and len(data) <= EAGER:
+        if not oob and len(data) <= EAGER:
             self._bsend(data, dest, 0)  # returns once MPI has copied it: no request to keep
             self.bytes_sent += len(data)
             return len(data)
         reqs = self._reqs
-        keep = self._keep
-        reqs.append(self._isend(data, dest, 2 * len(oob) + (arrays is not None)))
-        keep.append(data)
+        reqs.append(self._isend(data, dest, len(oob)))
+        self._keep.append(data)
         nbytes = len(data)
         if oob:
             for raw in oob:
                 reqs.append(self._bufcomm.Isend(raw, dest, 0))
-                keep.append(raw)
+                self._keep.append(raw)
                 nbytes += raw.nbytes
             oob.clear()
-        if arrays is not None:
-            for a in arrays:
-                reqs.append(self._bufcomm.Isend([a, a.nbytes, self._byte], dest, 0))
-                keep.append(a)
-                nbytes += a.nbytes
         self.bytes_sent += nbytes
         if len(reqs) > 64:
             self.reap()
@@ -167,36 +145,19 @@ class Transport:
         msg = self._improbe(self._any, self._anytag, status)
         if msg is None:
             return None
-        tag = status.Get_tag()
-        if not tag:
+        nbuf = status.Get_tag()
+        if not nbuf:
             return msg.recv()  # mpi4py receives and unpickles in one compiled call
+        data = bytearray(status.Get_count(self._mpi.BYTE))
+        msg.Recv(data)
         src = status.Get_source()
-        parts = []  # (message, memory): every copy waits until the Python work is done
-        if tag > 1:
-            data = bytearray(status.Get_count(self._byte))
-            msg.Recv(data)
-            bufs = []
-            for _ in range(tag >> 1):
-                part = self._bufcomm.Mprobe(src, 0, status)
-                arr = self._buffer(status.Get_count(self._byte))
-                parts.append((part, arr))
-                bufs.append(arr)
-            env = pickle.loads(data, buffers=bufs)
-        else:
-            env = msg.recv()
-        if tag & 1:
-            packed = env[4]
-            args = packed[0]
-            for k in range(1, len(packed)):
-                pos, code, shape = packed[k]
-                if args[pos] is None:
-                    part = self._bufcomm.Mprobe(src, 0, status)
-                    arr = self._buffer(status.Get_count(self._byte))
-                    parts.append((part, arr))
-                    args[pos] = np.ndarray(shape, _dtype(code), arr)
-        for part, arr in parts:
+        bufs = []
+        for _ in range(nbuf):
+            part = self._bufcomm.Mprobe(src, 0, status)
+            arr = self._buffer(status.Get_count(self._mpi.BYTE))
             part.Recv(arr)
-        return env
+            bufs.append(arr)
+        return pickle.loads(data, buffers=bufs)
 
     def _buffer(self, size: int) -> np.ndarray:
         """Memory for an out-of-band buffer: a pooled one nothing refers to any more (its
