@@ -335,15 +335,15 @@ class Runtime(Mobility, Collectives):
         stat[0] = seq + 1
         coll = self.colls.get(cid)
         slot = None if coll is None else coll.local.get(index)
-        if slot is not None:  # same PE: no serialisation
-            self._accept(slot, (INVOKE, cid, index, name, args, kwargs, src, seq, prio, fut,
-                                self.pe, 0))
-            return
-        for a in args:
-            if type(a) is ndarray:
-                args = pack_args(args)
-                break
+        if slot is None:  # another PE's: arrays leave numpy's pickling (same PE: no copy)
+            for a in args:
+                if type(a) is ndarray:
+                    args = pack_args(args)
+                    break
         env = (INVOKE, cid, index, name, args, kwargs, src, seq, prio, fut, self.pe, 0)
+        if slot is not None:
+            self._accept(slot, env)
+            return
         if coll is None:  # its creation has not reached this PE yet
             self.early.setdefault(cid, []).append(env)
             return

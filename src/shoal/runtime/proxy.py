@@ -116,7 +116,8 @@ def entry_methods(chare) -> list[str]:
     for name in dir(chare):
         if name.startswith("_") and not name.startswith("_shoal_"):
             continue
-        if callable(getattr(chare, name)) and not isinstance(getattr(chare, name), type):
+        attr = getattr(chare, name)
+        if callable(attr) and not isinstance(attr, type):
             names.append(name)
     return names
 
