@@ -45,6 +45,7 @@ async def order():
         recv.note(x)
     futs = [recv[i].square(i + 2, ret=True) for i in range(3)]
     assert [await f for f in futs] == [4, 9, 16]
+    assert await recv.square(3, ret=True) == [9, 9, 9]  # every element's value, index order
     await shoal.quiescence()
     done = shoal.future()
     recv.report(done)
@@ -124,6 +125,9 @@ class PerPE(shoal.Chare):
     def record(self, p):
         self.order.append(p)
 
+    def pe(self):
+        return shoal.my_pe()
+
     def finish(self, fut):
         self.contribute([self.order], Reducer.sum, fut)
 
@@ -134,6 +138,7 @@ async def groups():
     g.whoami(fut)
     pairs = await fut
     assert sorted(pairs) == [(p, p) for p in range(shoal.num_pes())], pairs
+    assert await g.pe(ret=True) == list(range(shoal.num_pes()))
     fut = shoal.future()
     g.burst(fut)
     for order in await fut:
@@ -164,6 +169,10 @@ class Ring(shoal.Chare):
     def twice(self, x):
         return 2 * x
 
+    async def later(self, x):
+        await shoal.sleep(0.004 * (self.n - self.thisIndex[0]))  # the last index ends first
+        return x + self.thisIndex[0]
+
     async def nap(self, seconds, fut):
         await shoal.sleep(seconds)
         self.thisProxy[0].relay(fut)
@@ -179,6 +188,33 @@ class Ring(shoal.Chare):
         self.contribute(total, Reducer.sum, fut)
 
 
+def on_pe0(index, dims, npes):
+    return 0
+
+
+class Holder(shoal.Chare):
+    """Asks to migrate while one of its coroutines is suspended."""
+
+    def __init__(self):
+        self.moves = 0
+
+    async def hold(self, fut):
+        value = await shoal.Channel(self, self.thisProxy[1]).recv()
+        fut.send((value, shoal.my_pe()))
+
+    def move(self, pe):
+        self.migrate(pe)
+
+    def where(self):
+        return shoal.my_pe(), self.moves
+
+    def release(self, value):
+        shoal.Channel(self, self.thisProxy[0]).send(value)
+
+    def on_migrated(self):
+        self.moves += 1
+
+
 async def coroutines():
     n, steps = 6, 25
     ring = shoal.Array(Ring, n, args=(n,))
@@ -189,6 +225,8 @@ async def coroutines():
     fut = shoal.future()
     ring.ask(fut)
     assert await fut == n * 2 * sum(range(5))
+    # a broadcast to coroutines: the future waits for every one to return
+    assert await ring.later(100, ret=True) == [100 + i for i in range(n)]
     t0 = time.perf_counter()
     await shoal.sleep(0.05)
     assert time.perf_counter() - t0 >= 0.05
@@ -197,6 +235,17 @@ async def coroutines():
     ring[1].nap(0.2, fut)
     await shoal.quiescence()
     assert fut.done and await fut == "rested"
+    # a migration asked for while a coroutine is suspended waits for it to return (a
+    # coroutine's frame cannot be pickled), then happens with messages still in order
+    holders = shoal.Array(Holder, 2, map=on_pe0)
+    fut = shoal.future()
+    holders[0].hold(fut)
+    holders[0].move(2)
+    for _ in range(3):
+        assert await holders[0].where(ret=True) == (0, 0)
+    holders[1].release("go")
+    assert await fut == ("go", 0)
+    assert await holders[0].where(ret=True) == (2, 1)
     print("OK coroutines")
 
 
@@ -216,6 +265,9 @@ class Cell(shoal.Chare):
 
     def ping(self, fut):
         fut.send(self.thisIndex)
+
+    def name(self):
+        return self.thisIndex
 
 
 async def amr():
@@ -242,6 +294,13 @@ async def amr():
     fut = shoal.future()
     cells[(2, 11)].ping(fut)
     assert await fut == (2, 11)
+    # a broadcast with ret=True right behind an insertion and a deletion: the inserted
+    # element answers, the deleted one is not waited for
+    cells.insert((9, 9), args=(0,), pe=1)
+    cells.delete((3, 0))
+    names = await cells.name(ret=True)
+    assert names == sorted([(1, 0), (2, 0), (0, 10), (0, 11), (1, 11), (2, 10), (2, 11),
+                            (3, 10), (3, 11), (9, 9)]), names
     print("OK amr")
 
 

@@ -13,7 +13,7 @@ from types import MethodType
 from shoal.errors import ShoalError, UsageError
 from shoal.runtime import reducers
 from shoal.runtime.collection import Collection, Slot
-from shoal.runtime.futures import Future
+from shoal.runtime.futures import BroadcastReturn, Future
 from shoal.runtime.protocol import (
     BCAST,
     CHANNEL,
@@ -33,11 +33,15 @@ class Collectives:
 
     # ----------------------------------------------------------------- broadcasts
     def _on_bcast_req(self, env) -> None:
-        _, cid, name, args, kwargs, prio = env
+        _, cid, name, args, kwargs, prio, fut = env
         coll = self._coll(cid, env)
         if coll is None:
             return
-        self._on_bcast((BCAST, cid, coll.bcast_count + 1, name, args, kwargs, prio))
+        num = coll.bcast_count + 1
+        if fut is not None:  # the root gathers the elements' return values
+            coll.rets[num] = [fut, {}]
+            self._ret_check(coll, num)
+        self._on_bcast((BCAST, cid, num, name, args, kwargs, prio, fut is not None))
 
     def _on_bcast(self, env) -> None:
         coll = self._coll(env[1], env)
@@ -54,9 +58,23 @@ class Collectives:
                 self._push(env[6], Collectives._run_bcast, slot, env)
 
     def _run_bcast(self, slot: Slot, env) -> None:
-        _, _, _, name, args, kwargs, prio = env
-        self._run_invoke(slot, (INVOKE, slot.coll.cid, slot.index, name, args, kwargs,
-                                None, 0, prio, None, self.pe, 0))
+        _, cid, num, name, args, kwargs, prio, ret = env
+        self._run_invoke(slot, (INVOKE, cid, slot.index, name, args, kwargs, None, 0, prio,
+                                BroadcastReturn(cid, num) if ret else None, self.pe, 0))
+
+    def _on_ret(self, env) -> None:
+        _, cid, num, index, value = env
+        coll = self.colls[cid]
+        coll.rets[num][1][index] = value
+        self._ret_check(coll, num)
+
+    def _ret_check(self, coll: Collection, num: int) -> None:
+        """Resolve the future of broadcast ``num`` (at the root) once every element that
+        received it has returned: the values in index order."""
+        fut, values = coll.rets[num]
+        if len(values) == coll.bcast_members(num):
+            del coll.rets[num]
+            self.resolve(fut.pe, fut.fid, [values[i] for i in sorted(values)])
 
     def _catch_up(self, coll: Collection, slot: Slot) -> None:
         """Deliver the broadcasts an element missed while it migrated."""

@@ -42,6 +42,7 @@ from shoal.runtime.protocol import (
     FUT,
     INVOKE,
     LOC,
+    RET,
     children,
 )
 from shoal.runtime.proxy import CollectionProxy, ElementProxy, proxy_classes
@@ -312,10 +313,7 @@ class Runtime(Mobility, Collectives):
         if isinstance(target, ElementProxy):
             self.invoke(target.cid, target.index, name, args, kwargs, prio, fut)
         elif isinstance(target, CollectionProxy):
-            if ret:
-                raise UsageError("ret=True needs one element; for a result from every "
-                                 "element, let them contribute to a reduction")
-            self._send(0, (BCAST_REQ, target.cid, name, args, kwargs, prio))
+            self._send(0, (BCAST_REQ, target.cid, name, args, kwargs, prio, fut))
         else:
             raise UsageError(f"cannot send to {target!r}: not a proxy")
         return fut
@@ -432,7 +430,7 @@ class Runtime(Mobility, Collectives):
             slot.active += 1
             self._step(Task(res, slot, env[9], name), None)
         elif env[9] is not None:
-            self.resolve(env[9].pe, env[9].fid, res)
+            self.reply(env[9], slot, res)
         if timed:
             st = slot.stats.get(name)
             if st is None:
@@ -456,6 +454,14 @@ class Runtime(Mobility, Collectives):
         fut = Future(self.pe, self.nfut)
         self.futures[self.nfut] = fut
         return fut
+
+    def reply(self, to, slot: Slot, value) -> None:
+        """Deliver an entry method's return value: to a Future (``ret=True`` on one element)
+        or to the root's gather of a broadcast's return values."""
+        if type(to) is Future:
+            self.resolve(to.pe, to.fid, value)
+        else:
+            self._send(0, (RET, to.cid, to.num, slot.index, value))
 
     def resolve(self, pe: int, fid: int, value) -> None:
         if pe != self.pe:
@@ -481,7 +487,7 @@ class Runtime(Mobility, Collectives):
             if slot is not None:
                 slot.active -= 1
             if task.fut is not None:
-                self.resolve(task.fut.pe, task.fut.fid, stop.value)
+                self.reply(task.fut, slot, stop.value)
             if slot is None:  # main returned
                 self.exit()
             elif slot.migrate_to is not None and slot.active == 0:
@@ -544,6 +550,6 @@ _HANDLERS = (  # by envelope kind
     Runtime._on_invoke, Runtime._on_bcast_req, Runtime._on_bcast, Runtime._on_fut,
     Runtime._on_create, Runtime._on_insert, Runtime._on_create_one, Runtime._on_migrate,
     Runtime._on_size, Runtime._on_red, Runtime._on_exit_req, Runtime._on_qd_start,
-    Runtime._on_loc, Runtime._on_home, Runtime._on_deleted, Runtime._on_qd_ask,
+    Runtime._on_ret, Runtime._on_loc, Runtime._on_home, Runtime._on_deleted, Runtime._on_qd_ask,
     Runtime._on_qd_reply, Runtime._on_exit,
 )

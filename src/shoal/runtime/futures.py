@@ -69,3 +69,14 @@ class Task:
         self.slot = slot
         self.fut = fut  # receives the coroutine's return value, or None
         self.name = name
+
+
+class BroadcastReturn:
+    """Where an element sends its return value of broadcast ``num`` of collection ``cid``
+    called with ``ret=True``: the root, which gathers them for the caller's future."""
+
+    __slots__ = ("cid", "num")
+
+    def __init__(self, cid: int, num: int):
+        self.cid = cid
+        self.num = num

@@ -35,6 +35,7 @@ class Mobility:
         if start is None:
             start = coll.next_red
         coll.size_events.append((start, 1))
+        coll.bcast_events.append((coll.bcast_count, 1))
         dest = coll.home(index) if pe is None else pe
         self._send(dest, (CREATE_ONE, cid, index, args, start, coll.bcast_count))
 
@@ -168,7 +169,7 @@ class Mobility:
             if slot.redno > r:
                 coll.done[r] -= 1
         self._send(coll.home(slot.index), (DELETED, coll.cid, slot.index))
-        self._send(0, (SIZE, coll.cid, slot.redno, -1))
+        self._send(0, (SIZE, coll.cid, slot.redno, slot.bcast, -1))
         for r in list(coll.partial):
             self._red_check(coll, r)
 
@@ -178,9 +179,12 @@ class Mobility:
         coll.deleted.add(env[2])
 
     def _on_size(self, env) -> None:
-        _, cid, start, delta = env
+        _, cid, start, bcast, delta = env
         coll = self.colls[cid]
         coll.size_events.append((start, delta))
+        coll.bcast_events.append((bcast, delta))
         for r in list(coll.total):
             self._red_root(coll, r)
+        for num in list(coll.rets):
+            self._ret_check(coll, num)
 

@@ -6,7 +6,7 @@ updates and the detection's own messages are not counted.
 """
 
 (INVOKE, BCAST_REQ, BCAST, FUT, CREATE, INSERT, CREATE_ONE, MIGRATE, SIZE, RED, EXIT_REQ,
- QD_START, LOC, HOME, DELETED, QD_ASK, QD_REPLY, EXIT) = range(18)
+ QD_START, RET, LOC, HOME, DELETED, QD_ASK, QD_REPLY, EXIT) = range(19)
 COUNTED = LOC
 ARITY = 4  # of the spanning trees over PEs
 CHANNEL = "_shoal_channel"  # the Chare methods that carry channel data and deletions

@@ -2,9 +2,10 @@
 
 ``arr[i, j].method(*args)`` sends one message to element (i, j) wherever it lives;
 ``arr.method(*args)`` broadcasts to every element. Two keyword arguments are the runtime's:
-``ret=True`` returns a :class:`~shoal.runtime.futures.Future` of the method's return value,
-and ``prio=`` sets the message priority (lower runs first, FIFO among equals). Proxies are
-small and picklable, so they travel in messages; ``proxy.method`` (not called) is a
+``ret=True`` returns a :class:`~shoal.runtime.futures.Future` of the method's return value
+(of a broadcast: the list of every element's return value, in index order), and ``prio=``
+sets the message priority (lower runs first, FIFO among equals). Proxies are small and
+picklable, so they travel in messages; ``proxy.method`` (not called) is a
 picklable target for reductions.
 
 Every chare class gets its own pair of proxy classes (:func:`proxy_classes`) with one real
