@@ -1,4 +1,5 @@
 """Runtime scenarios run under mpiexec by test_runtime_mpi.py: ``python rt_job.py NAME``.
+``python rt_job.py NAME SHM_BYTES`` sets the shared memory per PE (0: buffers by MPI only).
 Each scenario checks its own results (a failed assert aborts the job with the PE and the
 traceback) and PE 0 prints ``OK NAME`` plus the figures the test compares."""
 
@@ -457,6 +458,80 @@ async def stats():
     print("OK stats")
 
 
+# ---------------------------------------------------------------- shared-memory buffers
+MB = 1 << 20
+
+
+class Holder2(shoal.Chare):
+    """Bounces arrays, keeps them on request, moves with what it keeps."""
+
+    def __init__(self):
+        self.kept = []
+
+    def bounce(self, arr, hops, fut):
+        arr += 1.0  # the receiver owns what it got: writable
+        if hops == 1:
+            fut.send(arr)
+        else:
+            self.thisProxy[1 - self.thisIndex[0]].bounce(arr, hops - 1, fut)
+
+    def keep(self, k, a, b=None):
+        assert a[0] == k and a[-1] == k, (k, a[0], a[-1])
+        self.kept.append(a)
+        if b is not None:
+            assert (b == -k).all()
+            self.kept.append(b)
+
+    def total(self):
+        return float(sum(a.sum() for a in self.kept))
+
+    def drop(self):
+        self.kept = []
+
+    def move(self, pe):
+        self.migrate(pe)
+
+
+class ShmStats(shoal.Chare):
+    def shared(self):
+        st = shoal.stats()
+        return st["bytes_shared"], st["bytes_sent"]
+
+
+async def shared():
+    h = shoal.Array(Holder2, 2, map="round_robin")
+    count = shoal.Group(ShmStats)
+    before = await count.shared(ret=True)
+    fut = shoal.future()
+    h[0].bounce(np.zeros(MB // 8), 60, fut)  # 1 MiB, 60 hops, 4 MiB of segment per PE
+    out = await fut
+    assert out.shape == (MB // 8,) and (out == 60.0).all()
+    after = await count.shared(ret=True)
+    moved = [a[0] - b[0] for a, b in zip(after, before, strict=True)]
+    assert moved == [30 * MB, 30 * MB], moved  # every hop (and the result) went by shm
+    # kept arrays fill the receiver's view of the sender's segment: the rest goes by MPI
+    for k in range(1, 9):
+        h[1].keep(k, np.full(MB // 8, float(k)), -np.full(300_000 // 8, float(k)) if k == 5
+                  else None)
+    expected = sum(k * MB / 8 for k in range(1, 9)) - 5 * 300_000 / 8
+    assert await h[1].total(ret=True) == expected
+    full = await count.shared(ret=True)
+    assert 2 * MB <= full[0][0] - after[0][0] < 8 * MB, (full, after)
+    # moving home with arrays that live in the destination's own segment
+    h[1].move(0)
+    assert await h[1].total(ret=True) == expected
+    h[1].drop()
+    h[1].move(1)
+    await shoal.quiescence()
+    again = await count.shared(ret=True)
+    fut = shoal.future()
+    h[0].bounce(np.zeros(MB // 8), 20, fut)
+    assert (await fut == 20.0).all()
+    last = await count.shared(ret=True)
+    assert [a[0] - b[0] for a, b in zip(last, again, strict=True)] == [10 * MB, 10 * MB]
+    print("OK shared", [s for s, _ in last])
+
+
 # ---------------------------------------------------------------- errors
 class Faulty(shoal.Chare):
     def boom(self):
@@ -492,11 +567,12 @@ def library():
 
 SCENARIOS = {"order": order, "reductions": reductions, "groups": groups,
              "coroutines": coroutines, "amr": amr, "migration": migration,
-             "exact": exact_counts, "stats": stats, "error": error}
+             "exact": exact_counts, "stats": stats, "error": error, "shared": shared}
 
 if __name__ == "__main__":
     name = sys.argv[1]
+    options = {"shm_bytes": int(sys.argv[2])} if len(sys.argv) > 2 else {}
     if name == "library":
         library()
     else:
-        shoal.start(SCENARIOS[name])
+        shoal.start(SCENARIOS[name], **options)

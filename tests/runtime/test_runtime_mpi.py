@@ -12,17 +12,22 @@ from shoal.launch import mpiexec
 JOB = Path(__file__).with_name("rt_job.py")
 
 
-def run_job(name: str, ranks: int) -> subprocess.CompletedProcess:
-    return subprocess.run([*mpiexec(), "-n", str(ranks), sys.executable, str(JOB), name],
-                          capture_output=True, text=True, timeout=120)
+def run_job(name: str, ranks: int, *options: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*mpiexec(), "-n", str(ranks), sys.executable, str(JOB), name,
+                           *options], capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("name,ranks", [
-    ("order", 3), ("reductions", 4), ("groups", 3), ("coroutines", 3), ("amr", 3),
-    ("migration", 4), ("migration", 2), ("exact", 3), ("stats", 2), ("library", 2),
+@pytest.mark.parametrize("name,ranks,options", [
+    ("order", 3, ()), ("reductions", 4, ()), ("groups", 3, ()), ("coroutines", 3, ()),
+    ("amr", 3, ()), ("migration", 4, ()), ("migration", 2, ()), ("exact", 3, ()),
+    ("stats", 2, ()), ("library", 2, ()),
+    # large buffers by MPI only (no shared memory): the internode path, tested on one node
+    ("coroutines", 3, ("0",)), ("migration", 4, ("0",)),
+    # a 4 MiB segment per PE: blocks reused, kept arrays overflow into MPI
+    ("shared", 2, (str(4 << 20),)),
 ])
-def test_scenario(name, ranks):
-    out = run_job(name, ranks)
+def test_scenario(name, ranks, options):
+    out = run_job(name, ranks, *options)
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"OK {name}" in out.stdout
 

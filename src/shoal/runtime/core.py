@@ -50,6 +50,8 @@ from shoal.runtime.transport import Transport, pack_args, unpack_args
 
 __all__ = ["Runtime", "current"]
 
+SHM_BYTES = 32 << 20  # shared memory per PE for large buffers to PEs of its node
+
 
 def _precise_sleep() -> None:
     """Ask Linux for 1 µs timer slack (the default, 50 µs, turns a 10 µs back-off sleep into
@@ -80,13 +82,17 @@ class Runtime(Mobility, Collectives):
     the calls and wall time of every entry method per element (on by default, for the load
     balancer); ``cpu_stats`` adds each call's CPU time (about 1 µs per call more). Messages
     and bytes between elements are always counted: the counts are the sequence numbers.
+    ``shm_bytes`` is the shared memory each PE keeps for the large buffers it sends to PEs
+    of its node (0: every buffer goes by MPI); it must be the same on every PE.
     """
 
     def __init__(self, comm, *, poll_spin: float = 2e-4, poll_max: float = 1e-3,
-                 instrument: bool = True, cpu_stats: bool = False):
+                 instrument: bool = True, cpu_stats: bool = False, shm_bytes: int = SHM_BYTES):
         if not (0 <= poll_spin and 0 < poll_max):
             raise UsageError("poll_spin must be >= 0 and poll_max > 0 (seconds)")
-        self.net = Transport(comm)
+        if not (isinstance(shm_bytes, int) and shm_bytes >= 0):
+            raise UsageError(f"shm_bytes must be a whole number of bytes >= 0, not {shm_bytes!r}")
+        self.net = Transport(comm, shm_bytes)
         _precise_sleep()
         self.pe = self.net.rank
         self.npes = self.net.size
@@ -513,14 +519,15 @@ class Runtime(Mobility, Collectives):
         """Instrumentation of this PE for a load balancer: per local element and entry
         method (calls, wall seconds, CPU seconds if ``cpu_stats``), messages and bytes sent
         per (sender, receiver) pair by the senders on this PE (bytes count what went on the
-        wire: 0 between elements of one PE), and idle seconds."""
+        wire: 0 between elements of one PE), idle seconds, and the bytes this PE sent (of
+        them, through shared memory)."""
         elements = {slot.key: {m: tuple(v) for m, v in slot.stats.items()}
                     for coll in self.colls.values() for slot in coll.local.values()}
         comm = {(slot.key, dst): tuple(v) for coll in self.colls.values()
                 for slot in coll.local.values() for dst, v in slot.out.items()}
         comm.update({(self.pe_key, dst): tuple(v) for dst, v in self.pe_out.items()})
         return {"pe": self.pe, "elements": elements, "idle": self.idle, "comm": comm,
-                "bytes_sent": self.net.bytes_sent}
+                "bytes_sent": self.net.bytes_sent, "bytes_shared": self.net.bytes_shared}
 
 
 def _envelope(rt: Runtime, env, _) -> None:

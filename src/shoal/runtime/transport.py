@@ -5,7 +5,10 @@ arrays, bytes-likes that support protocol 5) leaves the pickle and travels as it
 message, sent from and received into its memory, never copied into the pickle: the header's
 MPI tag is the number of such buffers, and they follow on a second communicator, in order
 (MPI keeps the order of messages between two ranks on one communicator and tag). Smaller
-buffers stay in-band: one MPI message is cheaper than two.
+buffers stay in-band: one MPI message is cheaper than two. Between PEs of one node the
+buffers go through shared memory instead (:mod:`shoal.runtime.shm`): the sender copies them
+into its segment, the envelope (tag ``SHARED``) names the blocks in a trailer after the
+pickle, and the receiver reads them in place.
 
 Numpy arrays among an entry method's arguments skip numpy's own pickling (about 11 µs for a
 dump and a load here): ``pack_args`` replaces small ones by their bytes and large ones by a
@@ -21,13 +24,17 @@ keeps each request and the memory it reads until MPI reports it complete (``reap
 from __future__ import annotations
 
 import pickle
+import struct
 import sys
 
 import numpy as np
 
+from shoal.runtime.shm import SharedArena
+
 OOB_MIN = 8192  # bytes: smaller buffers are pickled in-band
 EAGER = 4096  # bytes: envelopes up to this size go by blocking MPI_Send (see module doc)
 POOL = 4  # receive buffers kept per size, reused once the program dropped every view
+SHARED = 32767  # header tag: the buffers are named in a trailer (MPI guarantees this tag)
 
 
 def pack_args(args: tuple):
@@ -74,7 +81,7 @@ class Transport:
     """Point-to-point envelopes among the ranks of ``comm`` (duplicated: shoal's traffic
     never matches an application's receives)."""
 
-    def __init__(self, comm):
+    def __init__(self, comm, shm_bytes: int = 0):
         from mpi4py import MPI
 
         self._mpi = MPI
@@ -94,6 +101,8 @@ class Transport:
         self._any = MPI.ANY_SOURCE
         self._anytag = MPI.ANY_TAG
         self.bytes_sent = 0
+        self.bytes_shared = 0  # of those, in blocks of the shared segment
+        self.arena = SharedArena(self.comm, shm_bytes) if shm_bytes and self.size > 1 else None
 
     def _out_of_band(self, buf) -> bool:
         raw = buf.raw()
@@ -106,29 +115,57 @@ class Transport:
         """Send ``env`` to rank ``dest``; returns the bytes put on the wire."""
         oob = self._oob
         data = pickle.dumps(env, 5, buffer_callback=self._callback)
-        if not oob and len(data) <= EAGER:
-            self._bsend(data, dest, 0)  # returns once MPI has copied it: no request to keep
-            self.bytes_sent += len(data)
-            return len(data)
-        reqs = self._reqs
-        reqs.append(self._isend(data, dest, len(oob)))
-        self._keep.append(data)
+        tag = 0
         nbytes = len(data)
         if oob:
+            self._oob = []
+            for raw in oob:
+                nbytes += raw.nbytes
+            if self.arena is not None and dest in self.arena.base:
+                data, oob = self._shared(data, oob)
+                tag = SHARED
+            else:
+                tag = len(oob)
+        if not oob and len(data) <= EAGER:
+            self._bsend(data, dest, tag)  # returns once MPI has copied it: no request to keep
+        else:
+            reqs = self._reqs
+            reqs.append(self._isend(data, dest, tag))
+            self._keep.append(data)
             for raw in oob:
                 reqs.append(self._bufcomm.Isend(raw, dest, 0))
                 self._keep.append(raw)
-                nbytes += raw.nbytes
-            oob.clear()
+            if len(reqs) > 64:
+                self.reap()
         self.bytes_sent += nbytes
-        if len(reqs) > 64:
-            self.reap()
         return nbytes
 
+    def _shared(self, data: bytes, oob: list) -> tuple[bytes, list]:
+        """Copy the out-of-band buffers into this PE's shared segment, naming their blocks
+        in a trailer after the pickle: ``(ticket, offset, bytes)`` each, ticket -1 for one
+        that did not fit and follows by MPI, then their count. Returns the envelope and the
+        buffers left for MPI."""
+        arena = self.arena
+        fields = []
+        rest = []
+        for raw in oob:
+            where = arena.put(raw)
+            if where is None:
+                fields += (-1, 0, raw.nbytes)
+                rest.append(raw)
+            else:
+                fields += (where[0], where[1], raw.nbytes)
+                self.bytes_shared += raw.nbytes
+        arena.sync()  # the copies are visible before the envelope is
+        return data + struct.pack(f"<{len(fields) + 1}q", *fields, len(oob)), rest
+
     def reap(self, tries: int = 1) -> bool:
-        """Release the memory of completed sends; True when none is in flight. Testing a
-        send is what moves a large message along (MPI progresses it chunk by chunk), so an
-        idle PE tests up to ``tries`` times in a row."""
+        """Release the memory of completed sends and flag the shared blocks the program is
+        done with; True when no send is in flight. Testing a send is what moves a large
+        message along (MPI progresses it chunk by chunk), so an idle PE tests up to
+        ``tries`` times in a row."""
+        if self.arena is not None and self.arena.held:
+            self.arena.release()
         reqs = self._reqs
         if reqs:
             testall = self._mpi.Request.Testall
@@ -145,19 +182,33 @@ class Transport:
         msg = self._improbe(self._any, self._anytag, status)
         if msg is None:
             return None
-        nbuf = status.Get_tag()
-        if not nbuf:
+        tag = status.Get_tag()
+        if not tag:
             return msg.recv()  # mpi4py receives and unpickles in one compiled call
         data = bytearray(status.Get_count(self._mpi.BYTE))
         msg.Recv(data)
         src = status.Get_source()
+        if tag != SHARED:
+            return pickle.loads(data, buffers=[self._receive(src) for _ in range(tag)])
+        count = int.from_bytes(data[-8:], "little")
+        fields = struct.unpack_from(f"<{3 * count}q", data, len(data) - 8 - 24 * count)
+        arena = self.arena
+        arena.sync()  # the sender's copies are seen before they are read
         bufs = []
-        for _ in range(nbuf):
-            part = self._bufcomm.Mprobe(src, 0, status)
-            arr = self._buffer(status.Get_count(self._mpi.BYTE))
-            part.Recv(arr)
-            bufs.append(arr)
-        return pickle.loads(data, buffers=bufs)
+        for k in range(0, 3 * count, 3):
+            ticket, off, n = fields[k:k + 3]
+            bufs.append(self._receive(src) if ticket < 0 else arena.view(src, ticket, off, n))
+        if len(arena.held) > 64:
+            arena.release()
+        return pickle.loads(data, buffers=bufs)  # the trailer lies after the pickle's end
+
+    def _receive(self, src: int) -> np.ndarray:
+        """The next out-of-band buffer from ``src`` by MPI."""
+        status = self._status
+        part = self._bufcomm.Mprobe(src, 0, status)
+        arr = self._buffer(status.Get_count(self._mpi.BYTE))
+        part.Recv(arr)
+        return arr
 
     def _buffer(self, size: int) -> np.ndarray:
         """Memory for an out-of-band buffer: a pooled one nothing refers to any more (its
@@ -172,6 +223,9 @@ class Transport:
         return arr
 
     def close(self) -> None:
-        """Free the communicators (every send must have completed)."""
+        """Free the shared window and the communicators (every send must have completed).
+        Collective."""
+        if self.arena is not None:
+            self.arena.close()
         self._bufcomm.Free()
         self.comm.Free()
