@@ -84,12 +84,12 @@ class SharedArena:
         ranks = MPI.Group.Translate_ranks(self.node.Get_group(), list(range(self.node.Get_size())),
                                           comm.Get_group())
         me = comm.Get_rank()
-        self.segs: dict[int, np.ndarray] = {}  # comm rank -> its whole segment
+        self.segs: dict[int, memoryview] = {}  # comm rank -> its whole segment, as bytes
         self.base: dict[int, int] = {}  # comm rank -> address of its first block
         for node_rank, rank in enumerate(ranks):
             buf, _ = self.win.Shared_query(node_rank)
             seg = np.frombuffer(buf, np.uint8, TICKETS + nbytes)
-            self.segs[rank] = seg
+            self.segs[rank] = memoryview(seg)  # item and slice stores cost less than numpy's
             self.base[rank] = seg.ctypes.data + TICKETS
         self.own = self.segs.pop(me)
         del self.base[me]
@@ -114,7 +114,7 @@ class SharedArena:
         own = self.own
         own[ticket] = 0
         start = TICKETS + off
-        own[start:start + n] = np.frombuffer(raw, np.uint8)
+        own[start:start + n] = raw
         self.live[ticket] = (off, n)
         return ticket, off
 
@@ -163,7 +163,8 @@ class SharedArena:
         busy = self.node.allreduce(len(self.held), op=MPI.SUM)
         self.win.Unlock_all()
         if not busy:
-            self.segs.clear()
-            del self.own
+            for seg in self.segs.values():
+                seg.release()
+            self.own.release()
             self.win.Free()
         self.node.Free()

@@ -6,9 +6,10 @@ message, sent from and received into its memory, never copied into the pickle: t
 MPI tag is the number of such buffers, and they follow on a second communicator, in order
 (MPI keeps the order of messages between two ranks on one communicator and tag). Smaller
 buffers stay in-band: one MPI message is cheaper than two. Between PEs of one node the
-buffers go through shared memory instead (:mod:`shoal.runtime.shm`): the sender copies them
-into its segment, the envelope (tag ``SHARED``) names the blocks in a trailer after the
-pickle, and the receiver reads them in place.
+buffers of at least ``SHM_MIN`` bytes go through shared memory instead
+(:mod:`shoal.runtime.shm`): the sender copies them into its segment, the envelope (tag
+``SHARED``) names the blocks in a trailer after the pickle, and the receiver reads them in
+place.
 
 Numpy arrays among an entry method's arguments skip numpy's own pickling (about 11 µs for a
 dump and a load here): ``pack_args`` replaces small ones by their bytes and large ones by a
@@ -35,6 +36,9 @@ OOB_MIN = 8192  # bytes: smaller buffers are pickled in-band
 EAGER = 4096  # bytes: envelopes up to this size go by blocking MPI_Send (see module doc)
 POOL = 4  # receive buffers kept per size, reused once the program dropped every view
 SHARED = 32767  # header tag: the buffers are named in a trailer (MPI guarantees this tag)
+SHM_MIN = 65536  # bytes: smaller buffers go by MPI even to a PE of this node (measured
+# crossover on 2 PEs: the copy into the segment and its bookkeeping cost more than they
+# save below it; python benchmarks/runtime_sizes.py)
 
 
 def pack_args(args: tuple):
@@ -121,7 +125,8 @@ class Transport:
             self._oob = []
             for raw in oob:
                 nbytes += raw.nbytes
-            if self.arena is not None and dest in self.arena.base:
+            if (self.arena is not None and dest in self.arena.base
+                    and max(raw.nbytes for raw in oob) >= SHM_MIN):
                 data, oob = self._shared(data, oob)
                 tag = SHARED
             else:
@@ -141,15 +146,15 @@ class Transport:
         return nbytes
 
     def _shared(self, data: bytes, oob: list) -> tuple[bytes, list]:
-        """Copy the out-of-band buffers into this PE's shared segment, naming their blocks
-        in a trailer after the pickle: ``(ticket, offset, bytes)`` each, ticket -1 for one
-        that did not fit and follows by MPI, then their count. Returns the envelope and the
-        buffers left for MPI."""
+        """Copy the out-of-band buffers of at least ``SHM_MIN`` bytes into this PE's shared
+        segment, naming their blocks in a trailer after the pickle: ``(ticket, offset,
+        bytes)`` each, ticket -1 for one that follows by MPI (smaller, or no room), then
+        their count. Returns the envelope and the buffers left for MPI."""
         arena = self.arena
         fields = []
         rest = []
         for raw in oob:
-            where = arena.put(raw)
+            where = arena.put(raw) if raw.nbytes >= SHM_MIN else None
             if where is None:
                 fields += (-1, 0, raw.nbytes)
                 rest.append(raw)

@@ -1,0 +1,103 @@
+"""One-way time of a numpy array between 2 PEs by size: shoal (large buffers through shared
+memory), shoal-mpi (``shm_bytes=0``: every buffer by MPI, as between nodes) and raw mpi4py
+``Send``/``Recv`` into a buffer it keeps. Ping-pong / 2, jobs interleaved, medians.
+
+Usage: python benchmarks/runtime_sizes.py [--sizes 8B,1KiB,16KiB,64KiB,256KiB,1MiB,4MiB]
+                                          [--runs 3] [--repeat 3]
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+from runtime_messaging import Pong  # the same ping-pong chare
+
+import shoal
+from shoal.units import format_bytes, parse_size
+
+
+def pings(nbytes: int) -> int:
+    return 2000 if nbytes <= 64 << 10 else 200
+
+
+def shoal_job(sizes, repeat, **options):
+    async def main():
+        arr = shoal.Array(Pong, 2)
+        out = {n: [] for n in sizes}
+        for _ in range(repeat):
+            for n in sizes:
+                fut = shoal.future()
+                arr[0].start(pings(n), np.ones(n, np.uint8), fut)
+                out[n].append(await fut)
+        print(json.dumps(out))
+
+    shoal.start(main, **options)
+
+
+def mpi4py_job(sizes, repeat):
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    out = {n: [] for n in sizes}
+    for _ in range(repeat):
+        for n in sizes:
+            data, buf = np.ones(n, np.uint8), np.empty(n, np.uint8)
+            comm.Barrier()
+            t0 = time.perf_counter()
+            for _ in range(pings(n)):
+                if rank == 0:
+                    comm.Send(data, 1)
+                    comm.Recv(buf, 1)
+                else:
+                    comm.Recv(buf, 0)
+                    comm.Send(buf, 0)
+            out[n].append((time.perf_counter() - t0) / (2 * pings(n)))
+    if rank == 0:
+        print(json.dumps(out))
+
+
+JOBS = {"shoal": shoal_job, "shoal-mpi": lambda s, r: shoal_job(s, r, shm_bytes=0),
+        "mpi4py": mpi4py_job}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="8B,1KiB,16KiB,64KiB,256KiB,1MiB,4MiB")
+    ap.add_argument("--repeat", type=int, default=3, help="measurements per job and size")
+    ap.add_argument("--runs", type=int, default=3, help="jobs per implementation")
+    ap.add_argument("--job", choices=sorted(JOBS))
+    args = ap.parse_args()
+    sizes = [parse_size(s, "--sizes") for s in args.sizes.split(",")]
+    if args.job:
+        JOBS[args.job](sizes, args.repeat)
+        return
+    from shoal.launch import mpiexec
+
+    res = {impl: {n: [] for n in sizes} for impl in JOBS}
+    for _ in range(args.runs):
+        for impl in JOBS:
+            cmd = [*mpiexec(), "-n", "2", sys.executable, __file__, "--job", impl,
+                   "--sizes", args.sizes, "--repeat", str(args.repeat)]
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+            if out.returncode != 0:
+                raise RuntimeError(f"{impl} failed:\n{out.stderr[-2000:]}")
+            line = next(x for x in out.stdout.splitlines() if x.startswith("{"))
+            for n, values in json.loads(line).items():
+                res[impl][int(n)].extend(values)
+    print(f"one-way time (us), 2 PEs, medians of {args.runs} jobs x {args.repeat}")
+    print(f"{'size':>10}" + "".join(f"{i:>12}" for i in JOBS)
+          + "  shoal/mpi4py  shoal-mpi/mpi4py")
+    for n in sizes:
+        med = {i: statistics.median(res[i][n]) for i in JOBS}
+        print(f"{format_bytes(n):>10}" + "".join(f"{med[i] * 1e6:12.1f}" for i in JOBS)
+              + f"  {med['shoal'] / med['mpi4py']:12.2f}"
+              + f"  {med['shoal-mpi'] / med['mpi4py']:16.2f}")
+
+
+if __name__ == "__main__":
+    main()
