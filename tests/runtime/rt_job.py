@@ -241,12 +241,13 @@ async def coroutines():
     holders = shoal.Array(Holder, 2, map=on_pe0)
     fut = shoal.future()
     holders[0].hold(fut)
-    holders[0].move(2)
+    last = shoal.num_pes() - 1
+    holders[0].move(last)
     for _ in range(3):
         assert await holders[0].where(ret=True) == (0, 0)
     holders[1].release("go")
     assert await fut == ("go", 0)
-    assert await holders[0].where(ret=True) == (2, 1)
+    assert await holders[0].where(ret=True) == (last, 1)
     print("OK coroutines")
 
 

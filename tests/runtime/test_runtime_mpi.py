@@ -46,3 +46,10 @@ def test_an_exception_ends_the_job_with_pe_element_and_traceback():
     assert out.returncode != 0
     assert "PE 2, Faulty[3].boom" in out.stderr
     assert "ValueError: deliberate failure in an entry method" in out.stderr
+
+
+def test_without_room_for_the_shared_window_large_buffers_go_by_mpi():
+    out = run_job("coroutines", 2, str(1 << 50))  # a petabyte per PE: the window fails
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "OK coroutines" in out.stdout
+    assert out.stderr.count("shoal: no shared memory for large messages on this node") == 1

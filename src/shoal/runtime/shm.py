@@ -67,18 +67,43 @@ class Blocks:
             free.insert(k, [off, n])
 
 
+def open_arena(comm, nbytes: int):
+    """This PE's :class:`SharedArena` of ``nbytes`` (collective over ``comm``), or None
+    when the PE is alone on its node or the MPI library cannot allocate the shared window
+    on every PE of the node (then, after a warning, every buffer goes by MPI)."""
+    from mpi4py import MPI
+
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    if node.Get_size() == 1:
+        node.Free()
+        return None
+    try:
+        win = MPI.Win.Allocate_shared(TICKETS + nbytes, 1, comm=node)
+    except MPI.Exception as exc:
+        win, why = None, str(exc).strip().splitlines()[-1].split(": ")[-1]
+    if node.allreduce(win is None, op=MPI.LOR):
+        if win is not None:
+            win.Free()
+        elif node.Get_rank() == 0:
+            sys.stderr.write(f"shoal: no shared memory for large messages on this node "
+                             f"({why}); they go by MPI (shm_bytes=0 hides this warning)\n")
+        node.Free()
+        return None
+    return SharedArena(comm, node, win, nbytes)
+
+
 class SharedArena:
     """This PE's segment and views of the segments of the other PEs of its node.
 
-    ``comm`` is the runtime's communicator (PEs are its ranks); ``nbytes`` the room for
-    blocks in each segment. Collective over ``comm``.
+    ``comm`` is the runtime's communicator (PEs are its ranks), ``node`` its PEs on this
+    node, ``win`` their shared window with ``nbytes`` of room for blocks in each segment.
     """
 
-    def __init__(self, comm, nbytes: int):
+    def __init__(self, comm, node, win, nbytes: int):
         from mpi4py import MPI
 
-        self.node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-        self.win = MPI.Win.Allocate_shared(TICKETS + nbytes, 1, comm=self.node)
+        self.node = node
+        self.win = win
         self.win.Lock_all(MPI.MODE_NOCHECK)  # a passive epoch: Win_sync orders memory
         self.sync = self.win.Sync
         ranks = MPI.Group.Translate_ranks(self.node.Get_group(), list(range(self.node.Get_size())),

@@ -30,7 +30,7 @@ import sys
 
 import numpy as np
 
-from shoal.runtime.shm import SharedArena
+from shoal.runtime.shm import open_arena
 
 OOB_MIN = 8192  # bytes: smaller buffers are pickled in-band
 EAGER = 4096  # bytes: envelopes up to this size go by blocking MPI_Send (see module doc)
@@ -106,7 +106,7 @@ class Transport:
         self._anytag = MPI.ANY_TAG
         self.bytes_sent = 0
         self.bytes_shared = 0  # of those, in blocks of the shared segment
-        self.arena = SharedArena(self.comm, shm_bytes) if shm_bytes and self.size > 1 else None
+        self.arena = open_arena(self.comm, shm_bytes) if shm_bytes and self.size > 1 else None
 
     def _out_of_band(self, buf) -> bool:
         raw = buf.raw()
