@@ -28,6 +28,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/gossip_merge.py
 	$(PY) benchmarks/gossip_sim.py
 	$(PY) benchmarks/runtime_messaging.py
+	$(PY) benchmarks/runtime_sizes.py
 	$(PY) benchmarks/stencil2d.py
 	$(PY) benchmarks/runtime_idle.py
 	$(PY) benchmarks/netmodel_fit.py
