@@ -102,6 +102,21 @@ def shoal_job(repeat, **options):
 
 
 # ---------------------------------------------------------------- raw mpi4py
+def mpi_pingpong(comm, data, buf, n):
+    """One-way seconds of ``data`` between ranks 0 and 1 by Send/Recv into ``buf``."""
+    rank = comm.Get_rank()
+    comm.Barrier()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        if rank == 0:
+            comm.Send(data, 1)
+            comm.Recv(buf, 1)
+        else:
+            comm.Recv(buf, 0)
+            comm.Send(buf, 0)
+    return (time.perf_counter() - t0) / (2 * n)
+
+
 def mpi4py_job(repeat):
     from mpi4py import MPI
 
@@ -130,16 +145,7 @@ def mpi4py_job(repeat):
                 comm.recv(source=0)
             comm.send(None, 0)
         out["rate"].append(BURST / (time.perf_counter() - t0))
-        comm.Barrier()
-        t0 = time.perf_counter()
-        for _ in range(BIG_PINGS):
-            if rank == 0:
-                comm.Send(MIB, 1)
-                comm.Recv(buf, 1)
-            else:
-                comm.Recv(buf, 0)
-                comm.Send(buf, 0)
-        out["big"].append((time.perf_counter() - t0) / (2 * BIG_PINGS))
+        out["big"].append(mpi_pingpong(comm, MIB, buf, BIG_PINGS))
     if rank == 0:
         print(json.dumps(out))
 

@@ -11,10 +11,9 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
-from runtime_messaging import Pong  # the same ping-pong chare
+from runtime_messaging import Pong, mpi_pingpong  # the same ping-pong
 
 import shoal
 from shoal.units import format_bytes, parse_size
@@ -42,22 +41,12 @@ def mpi4py_job(sizes, repeat):
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
-    rank = comm.Get_rank()
     out = {n: [] for n in sizes}
     for _ in range(repeat):
         for n in sizes:
             data, buf = np.ones(n, np.uint8), np.empty(n, np.uint8)
-            comm.Barrier()
-            t0 = time.perf_counter()
-            for _ in range(pings(n)):
-                if rank == 0:
-                    comm.Send(data, 1)
-                    comm.Recv(buf, 1)
-                else:
-                    comm.Recv(buf, 0)
-                    comm.Send(buf, 0)
-            out[n].append((time.perf_counter() - t0) / (2 * pings(n)))
-    if rank == 0:
+            out[n].append(mpi_pingpong(comm, data, buf, pings(n)))
+    if comm.Get_rank() == 0:
         print(json.dumps(out))
 
 
