@@ -1,5 +1,6 @@
 """Ping-pong between two chares on different PEs: one-way time and bandwidth of entry-method
-calls from 8 bytes to 1 MiB (numpy payloads travel as MPI buffers, never pickled).
+calls from 8 bytes to 1 MiB (numpy payloads travel as MPI buffers, or through shared memory
+between PEs of one node, never pickled).
 Run: shoal run -n 2 examples/pingpong.py"""
 
 import time
