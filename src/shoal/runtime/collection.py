@@ -84,8 +84,8 @@ class Collection:
         self.total: dict[int, list] = {}
         self.size = 0 if dims is None else _count(dims)
         self.size_events: list[tuple[int, int]] = []  # (first reduction, +1 or -1)
-        self.bcast_events: list[tuple[int, int]] = []  # (last broadcast missed, +1 or -1)
-        self.rets: dict[int, list] = {}  # broadcast -> [future, {index: return value}]
+        self.members = self.size  # elements that will run the next broadcast
+        self.rets: dict[int, list] = {}  # broadcast -> [future, {index: value}, elements]
         self.completed: set = set()
         self.next_red = 0
 
@@ -95,13 +95,6 @@ class Collection:
     def expected(self, r: int) -> int:
         """How many elements take part in reduction ``r`` (at the root)."""
         return self.size + sum(d for start, d in self.size_events if start <= r)
-
-    def bcast_members(self, num: int) -> int:
-        """How many elements run broadcast ``num`` (at the root): an element inserted
-        after broadcast ``b`` runs those after it; one deleted after running ``b`` runs no
-        later one. A deletion may be reported late: until then the count is too high, never
-        too low."""
-        return self.size + sum(d for last, d in self.bcast_events if last < num)
 
     def complete(self, r: int) -> None:
         self.completed.add(r)

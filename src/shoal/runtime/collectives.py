@@ -39,7 +39,7 @@ class Collectives:
             return
         num = coll.bcast_count + 1
         if fut is not None:  # the root gathers the elements' return values
-            coll.rets[num] = [fut, {}]
+            coll.rets[num] = [fut, {}, coll.members]
             self._ret_check(coll, num)
         self._on_bcast((BCAST, cid, num, name, args, kwargs, prio, fut is not None))
 
@@ -48,7 +48,7 @@ class Collectives:
         if coll is None:
             return
         for child in children(self.pe, 0, self.npes):
-            self._send(child, env)
+            self._send(child, env, shared=False)  # kept in history: not in a parent's segment
         num = env[2]
         coll.bcast_count = num
         coll.history.append(env)
@@ -70,9 +70,12 @@ class Collectives:
 
     def _ret_check(self, coll: Collection, num: int) -> None:
         """Resolve the future of broadcast ``num`` (at the root) once every element that
-        received it has returned: the values in index order."""
-        fut, values = coll.rets[num]
-        if len(values) == coll.bcast_members(num):
+        runs it has returned: the values in index order. The count of those elements is
+        taken when the root numbers the broadcast (elements inserted later run only later
+        broadcasts) and lowered when an element is reported deleted before running it (a
+        report may come late: until then the count is too high, never too low)."""
+        fut, values, members = coll.rets[num]
+        if len(values) == members:
             del coll.rets[num]
             self.resolve(fut.pe, fut.fid, [values[i] for i in sorted(values)])
 

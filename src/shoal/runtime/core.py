@@ -250,14 +250,16 @@ class Runtime(Mobility, Collectives):
         self.nheap += 1
         heapq.heappush(self.timers, (time.perf_counter() + delay, self.nheap, fn))
 
-    def _send(self, dest: int, env: tuple) -> int:
-        """Send an envelope; to this PE it goes through the local queue (no pickling)."""
+    def _send(self, dest: int, env: tuple, shared: bool = True) -> int:
+        """Send an envelope; to this PE it goes through the local queue (no pickling).
+        ``shared=False``: its buffers stay out of shared memory (the receiver keeps it)."""
         if dest == self.pe:
             self._push(0, _ENVELOPE, env, None)
             return 0
+        nbytes = self.net.send(dest, env, shared)
         if env[0] < COUNTED:
-            self.created += 1
-        return self.net.send(dest, env)
+            self.created += 1  # once sent: a message that failed to pickle never existed
+        return nbytes
 
     # ----------------------------------------------------------------- collections
     def create(self, kind: str, cls, dims, ndims, args: tuple, mapping) -> CollectionProxy:
@@ -354,8 +356,13 @@ class Runtime(Mobility, Collectives):
         dest = coll.cache.get(index)
         if dest is None:  # believe it is at home until told otherwise
             dest = coll.cache[index] = coll.home(index)
+        try:
+            nbytes = self.net.send(dest, env)
+        except BaseException:
+            stat[0] = seq  # it failed to pickle: the next message takes its number
+            raise
         self.created += 1
-        stat[1] += self.net.send(dest, env)
+        stat[1] += nbytes
 
     def _on_invoke(self, env) -> None:
         coll = self.colls.get(env[1])

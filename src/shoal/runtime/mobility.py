@@ -35,7 +35,7 @@ class Mobility:
         if start is None:
             start = coll.next_red
         coll.size_events.append((start, 1))
-        coll.bcast_events.append((coll.bcast_count, 1))
+        coll.members += 1
         dest = coll.home(index) if pe is None else pe
         self._send(dest, (CREATE_ONE, cid, index, args, start, coll.bcast_count))
 
@@ -161,15 +161,18 @@ class Mobility:
         if coll.kind != "array":
             raise UsageError("only array elements can be deleted")
         queued = self._extract(slot)
-        if queued:
+        calls = sum(1 for is_bcast, _ in queued if not is_bcast)
+        if calls:
             raise UsageError(f"element {list(slot.index)} of {coll.cls.__name__} was deleted "
-                             f"with {len(queued)} message(s) still to run")
+                             f"with {calls} message(s) still to run")
+        # broadcasts that reached it with its deletion are dropped: it ran those before
+        last = min((env[2] for _, env in queued), default=slot.bcast + 1) - 1
         del coll.local[slot.index]
         for r in coll.done:
             if slot.redno > r:
                 coll.done[r] -= 1
         self._send(coll.home(slot.index), (DELETED, coll.cid, slot.index))
-        self._send(0, (SIZE, coll.cid, slot.redno, slot.bcast, -1))
+        self._send(0, (SIZE, coll.cid, slot.redno, last, -1))
         for r in list(coll.partial):
             self._red_check(coll, r)
 
@@ -179,12 +182,13 @@ class Mobility:
         coll.deleted.add(env[2])
 
     def _on_size(self, env) -> None:
-        _, cid, start, bcast, delta = env
+        _, cid, start, last, delta = env
         coll = self.colls[cid]
         coll.size_events.append((start, delta))
-        coll.bcast_events.append((bcast, delta))
+        coll.members += delta
         for r in list(coll.total):
             self._red_root(coll, r)
-        for num in list(coll.rets):
+        for num in [num for num in coll.rets if num > last]:  # numbered, never run by it
+            coll.rets[num][2] += delta
             self._ret_check(coll, num)
 

@@ -73,6 +73,7 @@ def open_arena(comm, nbytes: int):
     on every PE of the node (then, after a warning, every buffer goes by MPI)."""
     from mpi4py import MPI
 
+    nbytes = -(-nbytes // ALIGN) * ALIGN  # every segment, so every block, on a cache line
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     if node.Get_size() == 1:
         node.Free()

@@ -30,12 +30,14 @@ import sys
 
 import numpy as np
 
+from shoal.errors import UsageError
 from shoal.runtime.shm import open_arena
 
 OOB_MIN = 8192  # bytes: smaller buffers are pickled in-band
 EAGER = 4096  # bytes: envelopes up to this size go by blocking MPI_Send (see module doc)
 POOL = 4  # receive buffers kept per size, reused once the program dropped every view
-SHARED = 32767  # header tag: the buffers are named in a trailer (MPI guarantees this tag)
+SHARED = 32767  # header tag: the buffers are named in a trailer (MPI guarantees this tag);
+# smaller tags count buffers that follow by MPI
 SHM_MIN = 65536  # bytes: smaller buffers go by MPI even to a PE of this node (measured
 # crossover on 2 PEs: the copy into the segment and its bookkeeping cost more than they
 # save below it; python benchmarks/runtime_sizes.py)
@@ -106,7 +108,12 @@ class Transport:
         self._anytag = MPI.ANY_TAG
         self.bytes_sent = 0
         self.bytes_shared = 0  # of those, in blocks of the shared segment
+        lo = self.comm.allreduce(shm_bytes, op=MPI.MIN)
+        if lo != self.comm.allreduce(shm_bytes, op=MPI.MAX):
+            raise UsageError(f"shm_bytes must be the same on every PE (got {shm_bytes} here, "
+                             f"{lo} on another)")
         self.arena = open_arena(self.comm, shm_bytes) if shm_bytes and self.size > 1 else None
+        self.shm_peers = frozenset(() if self.arena is None else self.arena.base)
 
     def _out_of_band(self, buf) -> bool:
         raw = buf.raw()
@@ -115,22 +122,27 @@ class Transport:
         self._oob.append(raw)
         return False
 
-    def send(self, dest: int, env) -> int:
-        """Send ``env`` to rank ``dest``; returns the bytes put on the wire."""
+    def send(self, dest: int, env, shared: bool = True) -> int:
+        """Send ``env`` to rank ``dest``; returns the bytes put on the wire. ``shared=False``
+        keeps its buffers out of the shared segment (for envelopes the receiver keeps)."""
         oob = self._oob
-        data = pickle.dumps(env, 5, buffer_callback=self._callback)
+        try:
+            data = pickle.dumps(env, 5, buffer_callback=self._callback)
+        finally:
+            self._oob = []  # a failed pickle leaves nothing behind for the next send
         tag = 0
-        nbytes = len(data)
+        nbytes = 0
         if oob:
-            self._oob = []
             for raw in oob:
                 nbytes += raw.nbytes
-            if (self.arena is not None and dest in self.arena.base
-                    and max(raw.nbytes for raw in oob) >= SHM_MIN):
-                data, oob = self._shared(data, oob)
-                tag = SHARED
-            else:
+            arena = self.arena if shared and dest in self.shm_peers else None
+            if len(oob) < SHARED and (arena is None
+                                      or max(raw.nbytes for raw in oob) < SHM_MIN):
                 tag = len(oob)
+            else:
+                data, oob = self._trailer(data, oob, arena)
+                tag = SHARED
+        nbytes += len(data)
         if not oob and len(data) <= EAGER:
             self._bsend(data, dest, tag)  # returns once MPI has copied it: no request to keep
         else:
@@ -145,23 +157,24 @@ class Transport:
         self.bytes_sent += nbytes
         return nbytes
 
-    def _shared(self, data: bytes, oob: list) -> tuple[bytes, list]:
+    def _trailer(self, data: bytes, oob: list, arena) -> tuple[bytes, list]:
         """Copy the out-of-band buffers of at least ``SHM_MIN`` bytes into this PE's shared
-        segment, naming their blocks in a trailer after the pickle: ``(ticket, offset,
-        bytes)`` each, ticket -1 for one that follows by MPI (smaller, or no room), then
-        their count. Returns the envelope and the buffers left for MPI."""
-        arena = self.arena
+        segment (``arena``, or None), naming each buffer in a trailer after the pickle:
+        ``(ticket, offset, bytes)``, ticket -1 for one that follows by MPI (smaller, no
+        room, or another node), then their count. Returns the envelope and the buffers
+        left for MPI."""
         fields = []
         rest = []
         for raw in oob:
-            where = arena.put(raw) if raw.nbytes >= SHM_MIN else None
+            where = arena.put(raw) if arena is not None and raw.nbytes >= SHM_MIN else None
             if where is None:
                 fields += (-1, 0, raw.nbytes)
                 rest.append(raw)
             else:
                 fields += (where[0], where[1], raw.nbytes)
                 self.bytes_shared += raw.nbytes
-        arena.sync()  # the copies are visible before the envelope is
+        if len(rest) < len(oob):
+            arena.sync()  # the copies are visible before the envelope is
         return data + struct.pack(f"<{len(fields) + 1}q", *fields, len(oob)), rest
 
     def reap(self, tries: int = 1) -> bool:
@@ -198,12 +211,13 @@ class Transport:
         count = int.from_bytes(data[-8:], "little")
         fields = struct.unpack_from(f"<{3 * count}q", data, len(data) - 8 - 24 * count)
         arena = self.arena
-        arena.sync()  # the sender's copies are seen before they are read
+        if arena is not None:
+            arena.sync()  # the sender's copies are seen before they are read
         bufs = []
         for k in range(0, 3 * count, 3):
             ticket, off, n = fields[k:k + 3]
             bufs.append(self._receive(src) if ticket < 0 else arena.view(src, ticket, off, n))
-        if len(arena.held) > 64:
+        if arena is not None and len(arena.held) > 64:
             arena.release()
         return pickle.loads(data, buffers=bufs)  # the trailer lies after the pickle's end
 
