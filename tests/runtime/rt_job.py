@@ -550,6 +550,24 @@ async def shared():
     print("OK shared", [s for s, _ in last])
 
 
+async def many_blocks():
+    """More than 64 blocks in flight at once (8 MiB segments, 64 KiB arrays kept), taken
+    back after the receiver drops them. Run with ``rt_job.py blocks 8388608`` on 2 PEs."""
+    h = shoal.Array(Holder2, 2, map="round_robin")
+    count = shoal.Group(ShmStats)
+    n, size = 120, 65536
+    for batch in range(2):
+        before = await count.shared(ret=True)
+        for k in range(1, n + 1):
+            h[1].keep(k, np.full(size // 8, float(k)))
+        assert await h[1].total(ret=True) == size // 8 * n * (n + 1) / 2
+        after = await count.shared(ret=True)
+        assert after[0][0] - before[0][0] == n * size, (batch, after, before)
+        h[1].drop()
+        await shoal.quiescence()
+    print("OK blocks")
+
+
 class Taker(shoal.Chare):
     def __init__(self):
         self.got = []
@@ -623,7 +641,7 @@ def library():
 SCENARIOS = {"order": order, "reductions": reductions, "groups": groups,
              "coroutines": coroutines, "amr": amr, "migration": migration,
              "exact": exact_counts, "stats": stats, "error": error, "shared": shared,
-             "wire": wire}
+             "wire": wire, "blocks": many_blocks}
 
 if __name__ == "__main__":
     name = sys.argv[1]

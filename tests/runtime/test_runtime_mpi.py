@@ -25,7 +25,7 @@ def run_job(name: str, ranks: int, *options: str) -> subprocess.CompletedProcess
     ("coroutines", 3, ("0",)), ("migration", 4, ("0",)),
     # a 4 MiB segment per PE: blocks reused, kept arrays overflow into MPI
     ("shared", 2, (str(4 << 20),)),
-    ("wire", 2, ()), ("wire", 2, ("0",)),
+    ("blocks", 2, (str(8 << 20),)), ("wire", 2, ()), ("wire", 2, ("0",)),
 ])
 def test_scenario(name, ranks, options):
     out = run_job(name, ranks, *options)

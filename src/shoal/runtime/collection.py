@@ -97,10 +97,20 @@ class Collection:
         return self.size + sum(d for start, d in self.size_events if start <= r)
 
     def complete(self, r: int) -> None:
+        """Reduction ``r`` is done. Size events that every pending reduction counts are
+        folded into ``size``, so that ``expected`` stays short however many insertions and
+        deletions a long run makes (no event starts before the first pending reduction)."""
         self.completed.add(r)
         while self.next_red in self.completed:
             self.completed.discard(self.next_red)
             self.next_red += 1
+        keep = []
+        for start, d in self.size_events:
+            if start <= self.next_red:
+                self.size += d
+            else:
+                keep.append((start, d))
+        self.size_events = keep
 
 
 def _count(dims: tuple) -> int:

@@ -117,10 +117,13 @@ class SharedArena:
             seg = np.frombuffer(buf, np.uint8, TICKETS + nbytes)
             self.segs[rank] = memoryview(seg)  # item and slice stores cost less than numpy's
             self.base[rank] = seg.ctypes.data + TICKETS
+            if rank == me:
+                self.flags = seg[:TICKETS]  # this PE's, scanned at once by numpy
         self.own = self.segs.pop(me)
         del self.base[me]
         self.blocks = Blocks(nbytes)
-        self.tickets = list(range(TICKETS - 1, -1, -1))
+        self.tickets = list(range(TICKETS - 1, -1, -1))  # the lowest first
+        self.high = 0  # tickets below this have been used
         self.live: dict[int, tuple[int, int]] = {}  # ticket -> (offset, bytes), in flight
         self.held: list = []  # [view, owner, ticket] of blocks of other PEs handed out
         self.calls = 0
@@ -138,6 +141,8 @@ class SharedArena:
                 self.blocks.give(off, n)
             return None
         ticket = self.tickets.pop()
+        if ticket >= self.high:
+            self.high = ticket + 1
         own = self.own
         own[ticket] = 0
         start = TICKETS + off
@@ -146,12 +151,21 @@ class SharedArena:
         return ticket, off
 
     def _reclaim(self) -> None:
-        own = self.own
-        done = [t for t in self.live if own[t]]
+        """Take back the blocks whose receivers raised their flags: a look at each block
+        in flight when there are few, else one numpy scan of a snapshot of the flags of the
+        tickets used so far (receivers keep writing them)."""
+        live = self.live
+        if len(live) <= 64:
+            own = self.own
+            done = [t for t in live if own[t]]
+        else:
+            done = np.flatnonzero(self.flags[:self.high].copy()).tolist()
         if done:
             self.sync()  # the receivers' reads are over before the blocks are reused
+            own = self.own
             for t in done:
-                off, n = self.live.pop(t)
+                off, n = live.pop(t)
+                own[t] = 0
                 self.blocks.give(off, n)
                 self.tickets.append(t)
 
@@ -199,5 +213,6 @@ class SharedArena:
             for seg in self.segs.values():
                 seg.release()
             self.own.release()
+            del self.flags
             self.win.Free()
         self.node.Free()

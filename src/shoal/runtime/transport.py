@@ -129,7 +129,8 @@ class Transport:
         try:
             data = pickle.dumps(env, 5, buffer_callback=self._callback)
         finally:
-            self._oob = []  # a failed pickle leaves nothing behind for the next send
+            if oob:  # a fresh list: these travel (or, if the pickle failed, are dropped)
+                self._oob = []
         tag = 0
         nbytes = 0
         if oob:
