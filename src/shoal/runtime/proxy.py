@@ -88,7 +88,8 @@ class CollectionProxy:
         current().insert(self, normalize(index, self.ndims), tuple(args), pe)
 
     def delete(self, index) -> None:
-        """Delete element ``index``; messages sent to it afterwards are an error."""
+        """Delete element ``index``; messages sent to it afterwards are an error, and
+        broadcasts that reach it with its deletion are dropped."""
         current().delete(self, normalize(index, self.ndims))
 
     def __eq__(self, other) -> bool:
