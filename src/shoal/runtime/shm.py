@@ -28,6 +28,11 @@ TICKETS = 4096  # blocks in flight per PE; the flag bytes at the start of each s
 ALIGN = 64  # bytes: blocks start on cache lines
 
 
+def _lines(n: int) -> int:
+    """``n`` bytes rounded up to whole cache lines."""
+    return -(-n // ALIGN) * ALIGN
+
+
 class Blocks:
     """First-fit allocation of byte ranges of ``[0, size)`` with a coalescing free list."""
 
@@ -37,7 +42,7 @@ class Blocks:
 
     def take(self, n: int) -> int | None:
         """The offset of ``n`` free bytes (rounded up to ``ALIGN``), or None if none fit."""
-        n = -(-n // ALIGN) * ALIGN
+        n = _lines(n)
         for k, run in enumerate(self.free):
             if run[1] >= n:
                 off = run[0]
@@ -51,7 +56,7 @@ class Blocks:
 
     def give(self, off: int, n: int) -> None:
         """Return the ``n`` bytes at ``off`` (as given to :meth:`take`)."""
-        n = -(-n // ALIGN) * ALIGN
+        n = _lines(n)
         free = self.free
         k = 0
         while k < len(free) and free[k][0] < off:
@@ -73,7 +78,7 @@ def open_arena(comm, nbytes: int):
     on every PE of the node (then, after a warning, every buffer goes by MPI)."""
     from mpi4py import MPI
 
-    nbytes = -(-nbytes // ALIGN) * ALIGN  # every segment, so every block, on a cache line
+    nbytes = _lines(nbytes)  # every segment, so every block, on a cache line
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     if node.Get_size() == 1:
         node.Free()
@@ -82,10 +87,12 @@ def open_arena(comm, nbytes: int):
         win = MPI.Win.Allocate_shared(TICKETS + nbytes, 1, comm=node)
     except MPI.Exception as exc:
         win, why = None, str(exc).strip().splitlines()[-1].split(": ")[-1]
-    if node.allreduce(win is None, op=MPI.LOR):
+    rank, size = node.Get_rank(), node.Get_size()
+    first = node.allreduce(size if win is not None else rank, op=MPI.MIN)  # failed first
+    if first < size:
         if win is not None:
             win.Free()
-        elif node.Get_rank() == 0:
+        elif rank == first:
             sys.stderr.write(f"shoal: no shared memory for large messages on this node "
                              f"({why}); they go by MPI (shm_bytes=0 hides this warning)\n")
         node.Free()
@@ -135,10 +142,8 @@ class SharedArena:
         n = raw.nbytes
         if self.live:
             self._reclaim()
-        off = self.blocks.take(n)
-        if off is None or not self.tickets:
-            if off is not None:
-                self.blocks.give(off, n)
+        off = self.blocks.take(n) if self.tickets else None
+        if off is None:
             return None
         ticket = self.tickets.pop()
         if ticket >= self.high:
@@ -154,15 +159,13 @@ class SharedArena:
         """Take back the blocks whose receivers raised their flags: a look at each block
         in flight when there are few, else one numpy scan of a snapshot of the flags of the
         tickets used so far (receivers keep writing them)."""
-        live = self.live
+        live, own = self.live, self.own
         if len(live) <= 64:
-            own = self.own
             done = [t for t in live if own[t]]
         else:
             done = np.flatnonzero(self.flags[:self.high].copy()).tolist()
         if done:
             self.sync()  # the receivers' reads are over before the blocks are reused
-            own = self.own
             for t in done:
                 off, n = live.pop(t)
                 own[t] = 0
