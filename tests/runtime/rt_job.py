@@ -12,7 +12,7 @@ import numpy as np
 
 import shoal
 from shoal import Reducer
-from shoal.runtime import transport
+from shoal.runtime.wire import transport
 
 
 def user_max_abs(a, b):

@@ -14,7 +14,7 @@ from shoal.runtime.maps import home, local_indices
 from shoal.runtime.protocol import children, parent
 from shoal.runtime.proxy import proxy_classes
 from shoal.runtime.reducers import combiner
-from shoal.runtime.transport import OOB_MIN, pack_args, unpack_args
+from shoal.runtime.wire.codec import OOB_MIN, pack_args, unpack_args
 
 
 @given(st.lists(st.integers(1, 5), min_size=1, max_size=3), st.integers(1, 9),

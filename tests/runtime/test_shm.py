@@ -1,9 +1,9 @@
-"""The allocator of the shared segments (shoal.runtime.shm.Blocks) against a byte map."""
+"""The allocator of the shared segments (shoal.runtime.wire.shm.Blocks) against a byte map."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shoal.runtime.shm import ALIGN, Blocks
+from shoal.runtime.wire.shm import ALIGN, Blocks
 
 
 def test_take_and_give_coalesce_back_to_one_run():

@@ -46,7 +46,8 @@ from shoal.runtime.protocol import (
     children,
 )
 from shoal.runtime.proxy import CollectionProxy, ElementProxy, proxy_classes
-from shoal.runtime.transport import Transport, pack_args, unpack_args
+from shoal.runtime.wire.codec import pack_args, unpack_args
+from shoal.runtime.wire.transport import Transport
 
 __all__ = ["Runtime", "current"]
 

@@ -7,13 +7,9 @@ MPI tag is the number of such buffers, and they follow on a second communicator,
 (MPI keeps the order of messages between two ranks on one communicator and tag). Smaller
 buffers stay in-band: one MPI message is cheaper than two. Between PEs of one node the
 buffers of at least ``SHM_MIN`` bytes go through shared memory instead
-(:mod:`shoal.runtime.shm`): the sender copies them into its segment, the envelope (tag
+(:mod:`shoal.runtime.wire.shm`): the sender copies them into its segment, the envelope (tag
 ``SHARED``) names the blocks in a trailer after the pickle, and the receiver reads them in
 place.
-
-Numpy arrays among an entry method's arguments skip numpy's own pickling (about 11 µs for a
-dump and a load here): ``pack_args`` replaces small ones by their bytes and large ones by a
-``PickleBuffer`` of their memory, and ``unpack_args`` rebuilds them on arrival.
 
 An envelope of at most ``EAGER`` bytes goes by a blocking ``MPI_Send``: every MPI sends
 messages that small eagerly (the receiver buffers them whether or not a receive is posted),
@@ -31,9 +27,9 @@ import sys
 import numpy as np
 
 from shoal.errors import UsageError
-from shoal.runtime.shm import open_arena
+from shoal.runtime.wire.codec import OOB_MIN
+from shoal.runtime.wire.shm import open_arena
 
-OOB_MIN = 8192  # bytes: smaller buffers are pickled in-band
 EAGER = 4096  # bytes: envelopes up to this size go by blocking MPI_Send (see module doc)
 POOL = 4  # receive buffers kept per size, reused once the program dropped every view
 SHARED = 32767  # header tag: the buffers are named in a trailer (MPI guarantees this tag);
@@ -41,46 +37,6 @@ SHARED = 32767  # header tag: the buffers are named in a trailer (MPI guarantees
 SHM_MIN = 65536  # bytes: smaller buffers go by MPI even to a PE of this node (measured
 # crossover on 2 PEs: the copy into the segment and its bookkeeping cost more than they
 # save below it; python benchmarks/runtime_sizes.py)
-
-
-def pack_args(args: tuple):
-    """``args`` unchanged, or, if it holds plain numeric numpy arrays, a list
-    ``[args with those arrays replaced, (position, dtype, shape), ...]``: small arrays by
-    their bytes, large ones by a ``PickleBuffer`` that leaves the pickle (out of band)."""
-    packed = None
-    for pos, a in enumerate(args):
-        if type(a) is np.ndarray:
-            code = _CODES.get(a.dtype)
-            if code is None:
-                if a.dtype.kind not in "biufc":
-                    continue  # objects, strings, records: numpy pickles them
-                code = _CODES[a.dtype] = a.dtype.str
-            if packed is None:
-                packed = [list(args)]
-            packed[0][pos] = (a.tobytes() if a.nbytes < OOB_MIN
-                              else pickle.PickleBuffer(np.ascontiguousarray(a)))
-            packed.append((pos, code, a.shape))
-    return args if packed is None else packed
-
-
-def unpack_args(packed: list) -> tuple:
-    """The arguments ``pack_args`` packed, as writable arrays (large ones are views of the
-    memory they were received into). A tuple: a list means packed arguments, and a message
-    that waits out of order, or migrates, may be looked at again."""
-    args = packed[0]
-    for k in range(1, len(packed)):
-        pos, code, shape = packed[k]
-        data = args[pos]
-        dtype = _DTYPES.get(code)
-        if dtype is None:
-            dtype = _DTYPES[code] = np.dtype(code)
-        arr = np.ndarray(shape, dtype, data)
-        args[pos] = arr.copy() if type(data) is bytes else arr
-    return tuple(args)
-
-
-_CODES: dict = {}  # numeric dtype -> its str, for the sender
-_DTYPES: dict = {}  # and back, for the receiver
 
 
 class Transport:
