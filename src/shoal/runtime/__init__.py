@@ -1,5 +1,5 @@
 """Over-decomposed, message-driven, migratable objects over MPI (seed 002): the Charm++
-model in Python. See :mod:`shoal.runtime.core` for the scheduler and the protocols."""
+model in Python. See :mod:`shoal.runtime.pe` for the scheduler and its managers."""
 
 from shoal.runtime.api import (
     Array,
@@ -16,8 +16,8 @@ from shoal.runtime.api import (
 )
 from shoal.runtime.channel import Channel
 from shoal.runtime.chare import Chare
-from shoal.runtime.core import Runtime
 from shoal.runtime.futures import Future
+from shoal.runtime.pe import Runtime
 from shoal.runtime.reducers import Reducer
 
 __all__ = ["Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime", "create",

@@ -5,15 +5,16 @@ mode). Every rank runs ``shoal.start(main)``; ``main`` runs on PE 0 and the othe
 from __future__ import annotations
 
 from shoal.runtime.context import current
-from shoal.runtime.core import Runtime, _OnPE
 from shoal.runtime.futures import Future
+from shoal.runtime.maps import OnPE
+from shoal.runtime.pe import Runtime
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
 
 
 def start(main, *args, comm=None, **options) -> None:
     """Run the runtime on every rank of ``comm`` (default MPI_COMM_WORLD) until
     :func:`exit` or until ``main`` returns; ``main(*args)`` runs on PE 0, as a coroutine if
-    it is an ``async def``. ``options`` go to :class:`~shoal.runtime.core.Runtime`
+    it is an ``async def``. ``options`` go to :class:`~shoal.runtime.pe.Runtime`
     (``poll_spin``, ``poll_max``, ``cpu_stats``). In library mode, pass the communicator of
     the ranks that take part: control returns when the runtime exits."""
     from mpi4py import MPI
@@ -30,19 +31,19 @@ def Array(cls, dims=None, *, ndims=None, args=(), map="block") -> CollectionProx
     """Create a chare array of ``cls`` on every PE: dense with ``dims`` (1 to 6 of them;
     element ``i`` starts on its home PE given by ``map``), or empty with ``ndims`` and
     filled by ``insert``. Each element is built with ``cls(*args)``."""
-    return current().create("array", cls, dims, ndims, tuple(args), map)
+    return current().location.create("array", cls, dims, ndims, tuple(args), map)
 
 
 def Group(cls, *, args=()) -> CollectionProxy:  # noqa: N802
     """Create one ``cls(*args)`` per PE; member ``p`` is ``group[p]`` and never migrates."""
     rt = current()
-    return rt.create("group", cls, (rt.npes,), None, tuple(args), "block")
+    return rt.location.create("group", cls, (rt.npes,), None, tuple(args), "block")
 
 
 def create(cls, *, args=(), pe: int = 0) -> ElementProxy:
     """Create a single chare on PE ``pe`` and return its proxy."""
     rt = current()
-    return rt.create("array", cls, (1,), None, tuple(args), _OnPE(pe))[0]
+    return rt.location.create("array", cls, (1,), None, tuple(args), OnPE(pe))[0]
 
 
 def future() -> Future:
@@ -52,7 +53,7 @@ def future() -> Future:
 
 def quiescence() -> Future:
     """A future that resolves once no message is in flight or waiting anywhere."""
-    return current().quiescence()
+    return current().quiescence.request()
 
 
 def sleep(seconds: float) -> Future:
@@ -70,5 +71,5 @@ def num_pes() -> int:
 
 
 def stats() -> dict:
-    """This PE's instrumentation (see :meth:`Runtime.stats`)."""
+    """This PE's instrumentation (see :meth:`shoal.runtime.pe.Runtime.stats`)."""
     return current().stats()

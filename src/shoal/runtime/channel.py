@@ -7,10 +7,17 @@ and arrive in the order they were sent.
 
 from __future__ import annotations
 
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
 from shoal.errors import UsageError
 from shoal.runtime.context import current
 from shoal.runtime.futures import Future
+from shoal.runtime.protocol import CHANNEL
 from shoal.runtime.proxy import ElementProxy
+
+if TYPE_CHECKING:
+    from shoal.runtime.collection import Slot
 
 
 class Channel:
@@ -19,7 +26,7 @@ class Channel:
 
     __slots__ = ("key", "remote")
 
-    def __init__(self, chare, remote: ElementProxy, name=0):
+    def __init__(self, chare: Any, remote: ElementProxy, name: Any = 0):
         if not isinstance(remote, ElementProxy):
             raise UsageError(f"a channel connects to one element (arr[i]), not {remote!r}")
         me = (chare._slot.coll.cid, chare._slot.index)
@@ -27,13 +34,32 @@ class Channel:
         self.key = (min(me, other), max(me, other), name)
         self.remote = remote
 
-    def send(self, value) -> None:
+    def send(self, value: Any) -> None:
         """Send ``value`` to the other end (asynchronous)."""
-        current().channel_send(self.key, self.remote, value)
+        remote = self.remote
+        current().invoke(remote.cid, remote.index, CHANNEL, (self.key, value), None, 0, None)
 
     def recv(self) -> Future:
         """A future of the next value from the other end: ``value = await ch.recv()``."""
         rt = current()
-        if rt.current is None:
+        slot = rt.current
+        if slot is None:
             raise UsageError("receive on a channel from an entry method of its chare")
-        return rt.channel_recv(rt.current, self.key)
+        fut = rt.future()
+        box = slot.chan.get(self.key)
+        if box:
+            rt.resolve(rt.pe, fut.fid, box.popleft())
+        else:
+            slot.waiting.setdefault(self.key, deque()).append(fut)
+        return fut
+
+
+def deliver(slot: Slot, key: tuple, value: Any) -> None:
+    """A value arrived at element ``slot`` on channel ``key``: to the oldest pending
+    receive, else into the channel's buffer (which migrates with the element)."""
+    waiters = slot.waiting.get(key)
+    if waiters:
+        fut = waiters.popleft()
+        current().resolve(fut.pe, fut.fid, value)
+    else:
+        slot.chan.setdefault(key, deque()).append(value)

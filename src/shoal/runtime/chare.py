@@ -13,6 +13,7 @@ the new PE after arrival.
 
 from __future__ import annotations
 
+from shoal.runtime.channel import deliver
 from shoal.runtime.context import current
 from shoal.runtime.futures import Future
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
@@ -39,14 +40,14 @@ class Chare:
     def migrate(self, pe: int) -> None:
         """Move to ``pe`` once the current entry method returns (and no coroutine of this
         chare is suspended): no message to it is lost, duplicated or reordered."""
-        current().request_migration(self._slot, pe)
+        current().migration.request(self._slot, pe)
 
     def contribute(self, value, reducer, target) -> None:
         """Take part in the next reduction of this array or group: ``value`` is combined
         with every other element's by ``reducer`` (a :class:`shoal.Reducer` or a two-argument
         function) and the result goes to ``target``: a Future, or a proxy's method (an
         element's, or a whole array's for a broadcast)."""
-        current().contribute(self._slot, value, reducer, target)
+        current().reductions.contribute(self._slot, value, reducer, target)
 
     def allreduce(self, value, reducer) -> Future:
         """Contribute to a reduction whose result every element receives: ``total = await
@@ -63,10 +64,10 @@ class Chare:
         """Called on the new PE after a migration."""
 
     def _shoal_channel(self, key, value) -> None:
-        current().channel_data(self._slot, key, value)
+        deliver(self._slot, key, value)
 
     def _shoal_delete(self) -> None:
-        current().delete_here(self._slot)
+        current().location.delete_here(self._slot)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()

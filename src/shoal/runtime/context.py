@@ -3,15 +3,20 @@ futures, channels and chares hold no reference to it, so they pickle small."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from shoal.errors import ShoalError
+
+if TYPE_CHECKING:
+    from shoal.runtime.pe import Runtime
 
 
 class _Process:
-    runtime = None
+    runtime: Runtime | None = None
 
 
-def current():
-    """The running :class:`~shoal.runtime.core.Runtime` of this process."""
+def current() -> Runtime:
+    """The running :class:`~shoal.runtime.pe.Runtime` of this process."""
     rt = _Process.runtime
     if rt is None:
         raise ShoalError("the shoal runtime is not running here: call shoal.start(main) on "
@@ -19,7 +24,7 @@ def current():
     return rt
 
 
-def set_current(rt) -> None:
+def set_current(rt: Runtime | None) -> None:
     if rt is not None and _Process.runtime is not None:
         raise ShoalError("a shoal runtime is already running in this process")
     _Process.runtime = rt

@@ -64,3 +64,13 @@ def local_indices(m, dims: tuple, npes: int, pe: int) -> list[tuple]:
         lin = np.arange(lo, hi)
     coords = np.unravel_index(lin, dims)
     return [tuple(int(c[k]) for c in coords) for k in range(len(lin))]
+
+
+class OnPE:
+    """The map of a single chare: everything on one PE."""
+
+    def __init__(self, pe: int):
+        self.pe = pe
+
+    def __call__(self, index: tuple, dims: tuple, npes: int) -> int:
+        return self.pe

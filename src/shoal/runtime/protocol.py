@@ -1,16 +1,88 @@
-"""The envelopes PEs exchange and the spanning trees they travel along.
+"""The envelopes PEs exchange: their kinds, who handles each, and the spanning trees they
+travel along.
 
-An envelope is a tuple whose first field is its kind. Kinds below ``COUNTED`` are
-application work: quiescence detection counts them when created and when processed; location
-updates and the detection's own messages are not counted.
+An envelope is a tuple whose first field is its kind. Every kind is registered here, once,
+with the method that handles it (``"manager.method"``: an attribute of the PE core, or
+``"core.method"`` for the core itself) and whether quiescence detection counts it.
+Application work is counted when created and when processed; location updates and the
+detection's own waves are not, or quiescence could never be reached.
+
+The fields of the hot ``INVOKE`` envelope are read through the ``I_*`` constants; the other
+kinds are unpacked by name at the top of their handler.
 """
 
-(INVOKE, BCAST_REQ, BCAST, FUT, CREATE, INSERT, CREATE_ONE, MIGRATE, SIZE, RED, EXIT_REQ,
- QD_START, RET, LOC, HOME, DELETED, QD_ASK, QD_REPLY, EXIT) = range(19)
-COUNTED = LOC
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Kind(NamedTuple):
+    """A registered message kind."""
+
+    name: str
+    counted: bool
+    handler: str  # "manager.method" of the PE core that runs on arrival
+
+
+KINDS: list[Kind] = []
+
+
+def _kind(name: str, handler: str, *, counted: bool) -> int:
+    KINDS.append(Kind(name, counted, handler))
+    return len(KINDS) - 1
+
+
+# application work (counted for quiescence)
+INVOKE = _kind("INVOKE", "core.on_invoke", counted=True)
+FUT = _kind("FUT", "core.on_fut", counted=True)
+EXIT_REQ = _kind("EXIT_REQ", "core.on_exit_req", counted=True)
+CREATE = _kind("CREATE", "location.on_create", counted=True)
+INSERT = _kind("INSERT", "location.on_insert", counted=True)
+CREATE_ONE = _kind("CREATE_ONE", "location.on_create_one", counted=True)
+SIZE = _kind("SIZE", "location.on_size", counted=True)
+MIGRATE = _kind("MIGRATE", "migration.on_migrate", counted=True)
+BCAST_REQ = _kind("BCAST_REQ", "broadcasts.on_bcast_req", counted=True)
+BCAST = _kind("BCAST", "broadcasts.on_bcast", counted=True)
+RET = _kind("RET", "broadcasts.on_ret", counted=True)
+RED = _kind("RED", "reductions.on_red", counted=True)
+QD_START = _kind("QD_START", "quiescence.on_start", counted=True)
+# the runtime's own bookkeeping (not counted)
+LOC = _kind("LOC", "location.on_loc", counted=False)
+HOME = _kind("HOME", "location.on_home", counted=False)
+DELETED = _kind("DELETED", "location.on_deleted", counted=False)
+QD_ASK = _kind("QD_ASK", "quiescence.on_ask", counted=False)
+QD_REPLY = _kind("QD_REPLY", "quiescence.on_reply", counted=False)
+EXIT = _kind("EXIT", "core.on_exit", counted=False)
+
+COUNTED: tuple[bool, ...] = tuple(k.counted for k in KINDS)
+
+# INVOKE: (INVOKE, cid, index, method, args, kwargs, src, seq, prio, fut, sender, hops)
+# ``src`` is the sending element's key (or the sending PE's), ``seq`` its sequence number
+# for this receiver, ``fut`` where the return value goes (or None), ``sender`` the PE that
+# sent it and ``hops`` how many times it was forwarded.
+I_CID, I_INDEX, I_METHOD, I_ARGS, I_KWARGS, I_SRC, I_SEQ, I_PRIO, I_FUT, I_SENDER, I_HOPS = (
+    range(1, 12))
+
 ARITY = 4  # of the spanning trees over PEs
 CHANNEL = "_shoal_channel"  # the Chare methods that carry channel data and deletions
 DELETE = "_shoal_delete"
+
+
+def handler_table(owner: object) -> tuple:
+    """The bound handler of every kind, indexed by kind, looked up on ``owner`` (the PE
+    core: ``core.m`` is ``owner.m``, ``manager.m`` is ``owner.manager.m``). A kind whose
+    handler is missing, or a handler registered twice, is an error here, at start-up."""
+    seen: set[str] = set()
+    table = []
+    for kind in KINDS:
+        if kind.handler in seen:
+            raise RuntimeError(f"message kind {kind.name}: handler {kind.handler} is "
+                               "registered for another kind too")
+        seen.add(kind.handler)
+        manager, method = kind.handler.split(".")
+        holder = owner if manager == "core" else getattr(owner, manager)
+        table.append(getattr(holder, method))
+    return tuple(table)
 
 
 def children(pe: int, root: int, npes: int) -> list[int]:

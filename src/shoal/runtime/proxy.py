@@ -85,12 +85,12 @@ class CollectionProxy:
         """Create element ``index`` while the program runs, on ``pe`` (default: its home).
         It joins the reductions that follow the caller's next contribution, or the next
         reduction to complete when the caller is not an element of this array."""
-        current().insert(self, normalize(index, self.ndims), tuple(args), pe)
+        current().location.insert(self, normalize(index, self.ndims), tuple(args), pe)
 
     def delete(self, index) -> None:
         """Delete element ``index``; messages sent to it afterwards are an error, and
         broadcasts that reach it with its deletion are dropped."""
-        current().delete(self, normalize(index, self.ndims))
+        current().location.delete(self, normalize(index, self.ndims))
 
     def __eq__(self, other) -> bool:
         return isinstance(other, CollectionProxy) and self.cid == other.cid

@@ -1,0 +1,126 @@
+"""Reductions over the elements of an array or group (seed 002, Section III).
+
+Each element contributes to its reductions in order (its ``redno`` counts them). A PE
+combines the contributions of its local elements to reduction ``r`` and sends the partial
+result up the spanning tree once every local element has contributed; the root (PE 0)
+completes ``r`` when it has as many contributions as the collection had members for it
+(insertions and deletions are numbered by the reduction they start at). Elements that
+migrate take their place in the count with them.
+"""
+
+from __future__ import annotations
+
+from types import MethodType
+from typing import TYPE_CHECKING, Any
+
+from shoal.errors import UsageError
+from shoal.runtime import reducers
+from shoal.runtime.collection import Collection, Slot
+from shoal.runtime.futures import Future
+from shoal.runtime.protocol import RED, parent
+from shoal.runtime.proxy import CollectionProxy, ElementProxy
+
+if TYPE_CHECKING:
+    from shoal.runtime.pe import Runtime
+
+
+class Reductions:
+    """The reduction manager of one PE."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+
+    def contribute(self, slot: Slot, value: Any, reducer: Any, target: Any) -> None:
+        """Element ``slot``'s contribution to its next reduction."""
+        reducers.combiner(reducer)
+        if not (isinstance(target, Future) or (
+                type(target) is MethodType
+                and isinstance(target.__self__, (ElementProxy, CollectionProxy)))):
+            raise UsageError(f"a reduction's target is a Future or a proxy method, not "
+                             f"{target!r}")
+        coll = slot.coll
+        r = slot.redno
+        slot.redno += 1
+        if reducer is reducers.Reducer.gather:
+            value = [(slot.index, value)]
+        if r in coll.done:
+            coll.done[r] += 1
+        self._add(coll, r, value, 1, reducer, target)
+
+    def on_red(self, env: tuple) -> None:
+        _, cid, r, value, count, reducer, target = env
+        coll = self.rt.collection(cid, env)
+        if coll is not None:
+            self._add(coll, r, value, count, reducer, target)
+
+    def element_left(self, coll: Collection, slot: Slot) -> None:
+        """``slot`` left this PE (migrated or deleted): it no longer counts among the local
+        elements that contributed to the open reductions. Call :meth:`recheck` after."""
+        for r in coll.done:
+            if slot.redno > r:
+                coll.done[r] -= 1
+
+    def element_joined(self, coll: Collection, slot: Slot) -> None:
+        """``slot`` arrived here with the contributions it has made."""
+        for r in coll.done:
+            if slot.redno > r:
+                coll.done[r] += 1
+
+    def recheck(self, coll: Collection) -> None:
+        """Send up every partial result that the local elements now complete."""
+        for r in list(coll.partial):
+            self._check(coll, r)
+
+    def size_changed(self, coll: Collection) -> None:
+        """At the root: the membership changed; complete what now has every contribution."""
+        for r in list(coll.total):
+            self._root(coll, r)
+
+    def _add(self, coll: Collection, r: int, value: Any, count: int, reducer: Any,
+             target: Any) -> None:
+        _combine(coll.partial, r, value, count, reducer, target)
+        self._check(coll, r)
+
+    def _check(self, coll: Collection, r: int) -> None:
+        """Pass this PE's partial result of reduction ``r`` up the tree once every local
+        element has contributed (late contributions follow in further partials)."""
+        done = coll.done.get(r)
+        if done is None:
+            done = coll.done[r] = sum(1 for s in coll.local.values() if s.redno > r)
+        if done < len(coll.local):
+            return
+        del coll.done[r]
+        value, count, reducer, target = coll.partial.pop(r)
+        rt = self.rt
+        if rt.pe == 0:
+            _combine(coll.total, r, value, count, reducer, target)
+            self._root(coll, r)
+        else:
+            rt.send(parent(rt.pe, 0, rt.npes), (RED, coll.cid, r, value, count, reducer, target))
+
+    def _root(self, coll: Collection, r: int) -> None:
+        total = coll.total.get(r)
+        if total is None or total[1] < coll.expected(r):
+            return
+        del coll.total[r]
+        coll.complete(r)
+        value, _, reducer, target = total
+        if reducer is reducers.Reducer.gather:
+            value = [v for _, v in sorted(value, key=lambda iv: iv[0])]
+        rt = self.rt
+        if isinstance(target, Future):
+            rt.resolve(target.pe, target.fid, value)
+        else:
+            saved = rt.enter(None, "reduction target")
+            target(value)
+            rt.leave(saved)
+
+
+def _combine(store: dict, r: int, value: Any, count: int, reducer: Any, target: Any) -> None:
+    """Add ``count`` contributions worth ``value`` to the partial result ``store[r]``."""
+    part = store.get(r)
+    if part is None:
+        store[r] = [value, count, reducer, target]
+    else:
+        part[0] = reducers.combiner(reducer)(part[0], value)
+        part[1] += count

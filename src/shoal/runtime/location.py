@@ -1,0 +1,229 @@
+"""Which elements exist and where they are (seed 002, II-C and II-D): creation of arrays and
+groups, insertion and deletion while the program runs, and location management (home PEs,
+forwarding pointers, caches corrected after a forward).
+
+Every element has a home PE (its array's map) that always knows where it is: ``where`` in
+the home's :class:`~shoal.runtime.collection.Collection` (absent means "at home"). A PE an
+element left keeps a forwarding pointer (``forward``); other PEs cache locations
+(``cache``), told by a ``LOC`` message when one of their messages had to be forwarded. A
+message to an element that is not inserted yet waits at its home (``absent``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from shoal.errors import UsageError
+from shoal.runtime.collection import Collection, Slot
+from shoal.runtime.maps import check_map, local_indices
+from shoal.runtime.protocol import (
+    CREATE,
+    CREATE_ONE,
+    DELETE,
+    DELETED,
+    HOME,
+    I_HOPS,
+    I_INDEX,
+    I_METHOD,
+    INSERT,
+    SIZE,
+    children,
+)
+from shoal.runtime.proxy import CollectionProxy, proxy_classes
+
+if TYPE_CHECKING:
+    from shoal.runtime.pe import Runtime
+
+
+class Location:
+    """The location manager of one PE."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+        self.ncoll = 0  # collections created by this PE
+
+    # ----------------------------------------------------------------- collections
+    def create(self, kind: str, cls: type, dims: Any, ndims: int | None, args: tuple,
+               mapping: Any) -> CollectionProxy:
+        """Create an array (``dims`` dense, or ``ndims`` sparse) or a group on every PE."""
+        from shoal.runtime.chare import Chare
+
+        if not (isinstance(cls, type) and issubclass(cls, Chare)):
+            raise UsageError(f"{cls!r} is not a subclass of shoal.Chare")
+        check_map(mapping)
+        if dims is not None:
+            dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+            if not all(isinstance(d, int) and d > 0 for d in dims):
+                raise UsageError(f"dims must be positive integers, not {dims!r}")
+            ndims = len(dims)
+        if not (isinstance(ndims, int) and 1 <= ndims <= 6):
+            raise UsageError(f"an array has 1 to 6 dimensions (got {ndims!r}): give dims=(...) "
+                             "or ndims=k for an array filled by insertion")
+        rt = self.rt
+        cid = (rt.pe << 20) | self.ncoll
+        self.ncoll += 1
+        proxy_classes(cls)  # a clash of names is the caller's error, raised here
+        self.on_create((CREATE, rt.pe, cid, kind, cls, ndims, dims, mapping, args))
+        return rt.colls[cid].proxy
+
+    def on_create(self, env: tuple) -> None:
+        _, root, cid, kind, cls, ndims, dims, mapping, args = env
+        rt = self.rt
+        for child in children(rt.pe, root, rt.npes):
+            rt.send(child, env)
+        coll = Collection(cid, kind, cls, ndims, dims, mapping, rt.npes)
+        rt.colls[cid] = coll
+        if dims is not None:
+            for index in local_indices(mapping, dims, rt.npes, rt.pe):
+                self.construct(coll, index, args)
+        for early in rt.early.pop(cid, ()):
+            rt.handlers[early[0]](early)
+
+    def construct(self, coll: Collection, index: tuple, args: tuple) -> Slot:
+        """Build element ``index`` here: its slot, then ``cls(*args)`` as the current element."""
+        slot = Slot(coll, index)
+        obj = coll.cls.__new__(coll.cls)
+        obj._slot = slot
+        slot.obj = obj
+        coll.local[index] = slot
+        saved = self.rt.enter(slot, "__init__")
+        obj.__init__(*args)
+        self.rt.leave(saved)
+        return slot
+
+    # ----------------------------------------------------------------- insertion, deletion
+    def insert(self, proxy: CollectionProxy, index: tuple, args: tuple, pe: int | None) -> None:
+        """Ask the root to insert element ``index`` (on ``pe``, or at its home)."""
+        rt = self.rt
+        if pe is not None and not (isinstance(pe, int) and 0 <= pe < rt.npes):
+            raise UsageError(f"pe must lie in [0, {rt.npes}) (got {pe!r})")
+        slot = rt.current
+        start = slot.redno if slot is not None and slot.coll.cid == proxy.cid else None
+        rt.send(0, (INSERT, proxy.cid, index, args, pe, start))
+
+    def on_insert(self, env: tuple) -> None:
+        """At the root: number the new member for reductions and broadcasts, then create it."""
+        _, cid, index, args, pe, start = env
+        coll = self.rt.collection(cid, env)
+        if coll is None:
+            return
+        if start is None:
+            start = coll.next_red
+        coll.size_events.append((start, 1))
+        coll.members += 1
+        dest = coll.home(index) if pe is None else pe
+        self.rt.send(dest, (CREATE_ONE, cid, index, args, start, coll.bcast_count))
+
+    def on_create_one(self, env: tuple) -> None:
+        _, cid, index, args, start, bcast = env
+        coll = self.rt.collection(cid, env)
+        if coll is None:
+            return
+        if index in coll.local:
+            raise UsageError(f"element {list(index)} of {coll.cls.__name__} already exists")
+        slot = self.construct(coll, index, args)
+        slot.redno = start
+        slot.bcast = bcast
+        self.arrived(coll, slot)
+
+    def delete(self, proxy: CollectionProxy, index: tuple) -> None:
+        """Send element ``index`` its deletion (ordered after the caller's earlier messages)."""
+        self.rt.invoke(proxy.cid, index, DELETE, (), None, 0, None)
+
+    def delete_here(self, slot: Slot) -> None:
+        """The element runs its deletion: it leaves; the home and the root are told."""
+        rt = self.rt
+        coll = slot.coll
+        if coll.kind != "array":
+            raise UsageError("only array elements can be deleted")
+        queued = rt.queue.take((slot,))[id(slot)]
+        rt.processed += len(queued)
+        calls = sum(1 for _, entry in queued if entry[0] is rt.run_invoke)
+        if calls:
+            raise UsageError(f"element {list(slot.index)} of {coll.cls.__name__} was deleted "
+                             f"with {calls} message(s) still to run")
+        # broadcasts that reached it with its deletion are dropped: it ran those before
+        last = min((entry[2][2] for _, entry in queued), default=slot.bcast + 1) - 1
+        del coll.local[slot.index]
+        rt.reductions.element_left(coll, slot)
+        rt.send(coll.home(slot.index), (DELETED, coll.cid, slot.index))
+        rt.send(0, (SIZE, coll.cid, slot.redno, last, -1))
+        rt.reductions.recheck(coll)
+
+    def on_deleted(self, env: tuple) -> None:
+        _, cid, index = env
+        coll = self.rt.colls[cid]
+        coll.where.pop(index, None)
+        coll.deleted.add(index)
+
+    def on_size(self, env: tuple) -> None:
+        """At the root: a member left from reduction ``start`` on, after running broadcast
+        ``last``; the reductions and broadcast gathers that counted it count one less."""
+        _, cid, start, last, delta = env
+        rt = self.rt
+        coll = rt.colls[cid]
+        coll.size_events.append((start, delta))
+        coll.members += delta
+        rt.reductions.size_changed(coll)
+        rt.broadcasts.size_changed(coll, last, delta)
+
+    # ----------------------------------------------------------------- locations
+    def arrived(self, coll: Collection, slot: Slot) -> None:
+        """An element was created or migrated here: tell its home, deliver what it missed."""
+        h = coll.home(slot.index)
+        if h == self.rt.pe:
+            self.on_home((HOME, coll.cid, slot.index, self.rt.pe))
+        else:
+            self.rt.net.send(h, (HOME, coll.cid, slot.index, self.rt.pe))
+        self.rt.broadcasts.catch_up(coll, slot)
+
+    def left(self, coll: Collection, slot: Slot, dest: int) -> None:
+        """An element migrated from here to ``dest``: leave a forwarding pointer."""
+        coll.forward[slot.index] = dest
+        coll.cache.pop(slot.index, None)
+        if coll.home(slot.index) == self.rt.pe:
+            coll.where[slot.index] = dest
+
+    def on_home(self, env: tuple) -> None:
+        """At the home: the element is on ``pe`` now; messages that waited for it go."""
+        _, cid, index, pe = env
+        rt = self.rt
+        coll = rt.collection(cid, env)
+        if coll is None:
+            return
+        if pe == rt.pe:
+            coll.where.pop(index, None)
+        else:
+            coll.where[index] = pe
+        for waiting in coll.absent.pop(index, ()):
+            rt.processed += 1
+            if pe == rt.pe:
+                rt.on_invoke(waiting)
+            else:
+                rt.send(pe, waiting)
+
+    def on_loc(self, env: tuple) -> None:
+        _, cid, index, pe = env
+        coll = self.rt.colls.get(cid)
+        if coll is not None and index not in coll.local:
+            coll.cache[index] = pe
+
+    def route(self, coll: Collection, env: tuple) -> None:
+        """Forward an ``INVOKE`` for an element that is not here."""
+        rt = self.rt
+        index = env[I_INDEX]
+        dest = coll.forward.get(index)
+        if dest is None:
+            h = coll.home(index)
+            if h != rt.pe:
+                dest = h
+            elif index in coll.where:
+                dest = coll.where[index]
+            elif index in coll.deleted:
+                raise UsageError(f"a message ({env[I_METHOD]!r}) was sent to element "
+                                 f"{list(index)} of {coll.cls.__name__} after it was deleted")
+            else:  # not inserted yet: the home keeps it until the element exists
+                rt.created += 1
+                coll.absent.setdefault(index, []).append(env)
+                return
+        rt.send(dest, env[:I_HOPS] + (env[I_HOPS] + 1,))

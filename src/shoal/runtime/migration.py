@@ -1,0 +1,124 @@
+"""Migration of array elements between PEs (seed 002, II-C: migratability; III-A: the load
+balancer moves many at once).
+
+An element travels with its queued messages, its sequence numbers (``expected`` from every
+sender, ``out`` to every receiver), the messages that arrived ahead of their turn (``ooo``),
+its reduction and broadcast counters and its statistics (:meth:`Slot.pack`). So a message
+between two elements is delivered exactly once and in the order it was sent, whatever
+migrations happen meanwhile; broadcasts that reach the old PE after it left are replayed at
+the new one from the collection's history.
+
+:meth:`Migration.migrate_many` moves any number of elements: one pass over the scheduler
+queue takes all their queued messages (O(k + queue)), and one envelope per destination PE
+carries them. A single ``self.migrate(pe)`` is a batch of one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from shoal.errors import UsageError
+from shoal.runtime.collection import Collection, Slot
+from shoal.runtime.protocol import MIGRATE
+
+if TYPE_CHECKING:
+    from shoal.runtime.pe import Runtime
+
+
+class Migration:
+    """The migration manager of one PE."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+
+    def request(self, slot: Slot, pe: int) -> None:
+        """``self.migrate(pe)`` in an element: move once its current call (and every
+        suspended coroutine of it) has returned."""
+        self._check(slot, pe)
+        slot.migrate_to = pe
+
+    def _check(self, slot: Slot, pe: int) -> None:
+        if slot.coll.kind != "array":
+            raise UsageError("only array elements migrate (group members stay on their PE)")
+        if not (isinstance(pe, int) and 0 <= pe < self.rt.npes):
+            raise UsageError(f"migrate to a PE in [0, {self.rt.npes}) (got {pe!r})")
+
+    def move_deferred(self, slot: Slot) -> None:
+        """The element that asked to move has returned: move it now."""
+        dest = slot.migrate_to
+        slot.migrate_to = None
+        assert dest is not None
+        self.migrate_many([(slot, dest)])
+
+    def migrate_many(self, moves: Iterable[tuple[Slot, int]]) -> None:
+        """Move each local element ``slot`` to PE ``pe``. An element that is running, or has
+        a suspended coroutine, moves when it returns (a coroutine's frame cannot travel);
+        one whose destination is this PE stays."""
+        rt = self.rt
+        batch: list[tuple[Slot, int]] = []
+        seen: set[int] = set()
+        for slot, dest in moves:
+            self._check(slot, dest)
+            if slot.coll.local.get(slot.index) is not slot or id(slot) in seen:
+                raise UsageError(f"element {list(slot.index)} of {slot.coll.cls.__name__} is "
+                                 f"not on PE {rt.pe} (or is listed twice): it cannot move from "
+                                 "here")
+            seen.add(id(slot))
+            if dest == rt.pe:
+                slot.migrate_to = None
+            elif slot.active or slot is rt.current:
+                slot.migrate_to = dest
+            else:
+                batch.append((slot, dest))
+        if not batch:
+            return
+        taken = rt.queue.take(slot for slot, _ in batch)
+        bcast = rt.broadcasts.run_bcast
+        out: dict[int, list[tuple]] = {}
+        touched: dict[int, Collection] = {}
+        for slot, dest in batch:
+            coll = slot.coll
+            queued = [(prio, entry[0] is bcast, entry[2]) for prio, entry in taken[id(slot)]]
+            rt.processed += len(queued)  # they travel, and count again there
+            del coll.local[slot.index]
+            rt.location.left(coll, slot, dest)
+            rt.reductions.element_left(coll, slot)
+            obj = slot.obj
+            obj.__dict__.pop("_slot", None)
+            out.setdefault(dest, []).append((coll.cid, slot.index, obj, slot.pack(queued)))
+            touched[coll.cid] = coll
+        for dest, items in out.items():
+            rt.send(dest, (MIGRATE, items))
+        for coll in touched.values():
+            rt.reductions.recheck(coll)
+
+    def on_migrate(self, env: tuple) -> None:
+        """Elements arrive: each is rebuilt with its queue, then runs ``on_migrated()``."""
+        _, items = env
+        rt = self.rt
+        for item in items:
+            coll = rt.collection(item[0], (MIGRATE, [item]))
+            if coll is not None:
+                self._arrive(coll, item)
+
+    def _arrive(self, coll: Collection, item: tuple) -> None:
+        rt = self.rt
+        _, index, obj, state = item
+        slot = Slot(coll, index)
+        queued = slot.unpack(state)
+        slot.obj = obj
+        obj._slot = slot
+        coll.local[index] = slot
+        coll.forward.pop(index, None)
+        rt.reductions.element_joined(coll, slot)
+        bcast = rt.broadcasts.run_bcast
+        for prio, is_bcast, qenv in queued:
+            rt.push(prio, bcast if is_bcast else rt.run_invoke, slot, qenv)
+        for src, seq in [k for k in slot.ooo if k[1] == slot.expected.get(k[0], 0)]:
+            rt.accept(slot, slot.ooo.pop((src, seq)))
+        rt.location.arrived(coll, slot)
+        saved = rt.enter(slot, "on_migrated")
+        obj.on_migrated()
+        rt.leave(saved)
+

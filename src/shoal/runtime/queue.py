@@ -1,0 +1,77 @@
+"""The scheduler queue of a PE: work waiting to run, lowest priority value first and FIFO
+among equals (seed 002, Section II-B: message-driven execution).
+
+An entry is ``(run, a, b)``: the scheduler calls ``run(a, b)``. Entries of priority 0, the
+common case, wait in a deque; the others in a heap keyed by ``(prio, arrival)``. Negative
+priorities run before the deque, positive ones when it is empty.
+
+Migration and deletion take an element's entries out (:meth:`Queue.take`): for any number
+of elements in one pass over the queue, so that moving k elements costs O(k + queue), not
+O(k x queue). The deque and the heap are changed in place: the scheduler loop keeps
+references to both.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+Entry = tuple  # (run, a, b) in the deque, (prio, arrival, run, a, b) in the heap
+
+
+class Queue:
+    """The deque of priority-0 entries and the heap of the others."""
+
+    __slots__ = ("fifo", "heap", "arrivals")
+
+    def __init__(self) -> None:
+        self.fifo: deque[Entry] = deque()
+        self.heap: list[Entry] = []
+        self.arrivals = 0
+
+    def push(self, prio: int, run: Callable[[Any, Any], None], a: Any, b: Any) -> None:
+        if prio == 0:
+            self.fifo.append((run, a, b))
+        else:
+            self.arrivals += 1
+            heapq.heappush(self.heap, (prio, self.arrivals, run, a, b))
+
+    def pop(self) -> Entry:
+        """The next entry (the queue is not empty)."""
+        heap = self.heap
+        if heap and (heap[0][0] < 0 or not self.fifo):
+            return heapq.heappop(heap)[2:]
+        return self.fifo.popleft()
+
+    def __len__(self) -> int:
+        return len(self.fifo) + len(self.heap)
+
+    def take(self, targets: Iterable[object]) -> dict[int, list[tuple[int, Entry]]]:
+        """Remove the entries whose first argument ``a`` is one of ``targets`` (elements'
+        slots) in one pass: ``{id(target): [(prio, (run, a, b)), ...]}`` in the order they
+        would have run among equal priorities. Targets are matched by identity (the queue
+        also holds envelopes, which cannot be hashed)."""
+        taken: dict[int, list[tuple[int, Entry]]] = {id(t): [] for t in targets}
+        get = taken.get
+        keep: list[Entry] = []
+        for e in self.fifo:
+            mine = get(id(e[1]))
+            if mine is None:
+                keep.append(e)
+            else:
+                mine.append((0, e))
+        if len(keep) < len(self.fifo):
+            self.fifo.clear()
+            self.fifo.extend(keep)
+        hkeep: list[Entry] = []
+        hmine: list[Entry] = []
+        for e in self.heap:
+            (hkeep if get(id(e[3])) is None else hmine).append(e)
+        if hmine:
+            self.heap[:] = hkeep
+            heapq.heapify(self.heap)
+            for e in sorted(hmine, key=lambda e: e[:2]):
+                taken[id(e[3])].append((e[0], e[2:]))
+        return taken
