@@ -70,6 +70,8 @@ class Chare:
         current().location.delete_here(self._slot)
 
     def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state.pop("_slot", None)
+        state = self.__dict__
+        if "_slot" in state:  # migration takes it out before pickling: no copy then
+            state = state.copy()
+            del state["_slot"]
         return state

@@ -128,6 +128,11 @@ class Runtime:
         self.run_invoke: Callable[[Slot, tuple], None] = self._run_invoke
         self.run_envelope: Callable[[tuple, None], None] = self._run_envelope
         self.run_task: Callable[[Task, Any], None] = self._step
+        self._attach_managers()
+
+    def _attach_managers(self) -> None:
+        """The managers, and the handler of every message kind (an error at start-up if
+        one is missing)."""
         self.location = Location(self)
         self.migration = Migration(self)
         self.broadcasts = Broadcasts(self)
