@@ -102,3 +102,16 @@ def test_the_readme_runtime_program_runs(tmp_path):
     out = shoal("run", "-n", "2", str(prog))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0", "120000.0", "1", "60000.0", "2", "30000.0", "1000"]
+
+
+def test_overhead_figure(tmp_path):
+    from shoal.gossip.plots import overhead
+
+    base = {"interval_s": None, "window": None, "error": "", "seconds": 2.0,
+            "mpi_fraction": 0.25}
+    rows = [base, {**base, "interval_s": 0.004, "window": 0.2, "seconds": 2.2,
+                   "busy_fraction": 0.01},
+            {**base, "interval_s": 0.004, "window": 9, "error": "window too large"}]
+    png = tmp_path / "overhead.png"
+    overhead(rows, str(png))
+    assert png.stat().st_size > 5_000

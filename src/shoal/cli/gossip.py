@@ -10,6 +10,7 @@ import numpy as np
 from rich.progress import Progress
 
 from shoal import units
+from shoal.cli.relaunch import nprocs_option, relaunch
 from shoal.cli.render import console, table, write_csv
 from shoal.errors import UsageError
 
@@ -121,9 +122,8 @@ def simulate(nodes: str, window: str, interval: str, n_units: int, warmup: int |
 
 
 @gossip.command()
-@click.option("-n", "--np", "nprocs", type=int, default=None,
-              help="Launch this many ranks through mpiexec; without it, run as one rank of "
-                   "an MPI job already started (mpiexec -n 4 shoal gossip run, or srun).")
+@nprocs_option("Launch this many ranks through mpiexec; without it, run as one rank of an MPI "
+               "job already started (mpiexec -n 4 shoal gossip run, or srun).")
 @click.option("--interval", default="256ms", show_default=True, help="Unit of time.")
 @click.option("--duration", default="5s", show_default=True, help="How long to gossip.")
 @click.option("--window", default="20%", show_default=True,
@@ -148,14 +148,9 @@ def run(nprocs: int | None, interval: str, duration: str, window: str, entry_siz
         if nprocs < 2:
             raise UsageError("gossip needs at least 2 ranks: use -n 2 or more")
         from shoal.gossip.analysis import window_entries
-        from shoal.launch import run_shoal
 
         window_entries(nprocs, win)
-        argv = ["gossip", "run", "--interval", interval, "--duration",
-                duration, "--window", window, "--entry-size", entry_size,
-                "--max-outstanding", str(max_outstanding), "--poll-max", poll_max,
-                "--rows", str(rows)]
-        run_shoal(nprocs, argv, timeout=dur + 60 + 2 * nprocs)
+        relaunch(nprocs, timeout=dur + 60 + 2 * nprocs)
         return
     _rank_main(ival, dur, win, esize, max_outstanding, pmax, rows)
 
@@ -200,9 +195,8 @@ def _print_cluster(snap, stats, service, rows) -> None:
 
 
 @gossip.command()
-@click.option("-n", "--np", "nprocs", type=int, default=None,
-              help="Launch this many ranks through mpiexec; without it, run as the ranks of "
-                   "an MPI job already started (srun, mpiexec).")
+@nprocs_option("Launch this many ranks through mpiexec; without it, run as the ranks of an MPI "
+               "job already started (srun, mpiexec).")
 @click.option("--app", type=click.Choice(["fft", "ptrans", "cosmo"]), default="fft",
               show_default=True, help="Application kernel.")
 @click.option("--every", default=4, show_default=True,
@@ -215,7 +209,8 @@ def _print_cluster(snap, stats, service, rows) -> None:
 @click.option("--size", "size_hint", type=int, default=None,
               help="Problem size: FFT length, PTRANS N, or COSMO steps (default: small).")
 @click.option("--csv", "csv_path", default=None, help="Tidy results (+ JSON sidecar).")
-@click.option("--plot", default=None, help="Figure: slowdown per configuration (PNG).")
+@click.option("--plot", default=None, help="Figure: application time with its MPI part, "
+              "and the gossip ranks' busy fraction, per configuration (PNG).")
 def overhead(nprocs, app, every, intervals, window, repeat, size_hint, csv_path,
              plot) -> None:
     """Measure what gossip costs an application on the same ranks (seed 000, Table 1)."""
@@ -224,17 +219,10 @@ def overhead(nprocs, app, every, intervals, window, repeat, size_hint, csv_path,
     if repeat < 1 or every < 2:
         raise UsageError("--repeat must be >= 1 and --every >= 2")
     if nprocs is not None:
-        from shoal.launch import run_shoal
-
         if nprocs < 2 * every:
             raise UsageError(f"-n {nprocs} with --every {every} leaves fewer than 2 gossiping "
                              f"ranks: use -n {2 * every} or more")
-        argv = ["gossip", "overhead", "--app", app, "--every", str(every),
-                "--intervals", intervals, "--window", window, "--repeat", str(repeat)]
-        for flag, value in (("--size", size_hint), ("--csv", csv_path), ("--plot", plot)):
-            if value is not None:
-                argv += [flag, str(value)]
-        run_shoal(nprocs, argv, timeout=None)
+        relaunch(nprocs)
         return
     from mpi4py import MPI
 
@@ -270,29 +258,17 @@ def overhead(nprocs, app, every, intervals, window, repeat, size_hint, csv_path,
     if csv_path:
         write_csv(csv_path, rows, {"app": app, "every": every, "ranks": comm.Get_size()})
     if plot:
-        _overhead_plot(rows, plot)
+        from shoal.gossip.plots import overhead as overhead_figure
+
+        overhead_figure(rows, plot)
 
 
-def _overhead_plot(rows, path) -> None:
-    """Application time with its MPI part per configuration (the form of Figures 3-5 of seed
-    000), and the gossip ranks' busy fraction (Figure 6)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ok = [r for r in rows if not r["error"]]
-    labels = ["baseline" if r["interval_s"] is None else
-              f"{units.format_duration(r['interval_s'])} / {r['window']}" for r in ok]
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9, 0.4 * len(ok) + 1.5), sharey=True)
-    ax.barh(labels, [r["seconds"] for r in ok], color="tab:blue", label="time")
-    ax.barh(labels, [r["seconds"] * r["mpi_fraction"] for r in ok], color="tab:red",
-            label="MPI part")
-    ax.invert_yaxis()
-    ax.set_xlabel("seconds (lower is better)")
-    ax.legend()
-    bx.barh(labels, [100 * r.get("busy_fraction", 0.0) for r in ok], color="tab:green")
-    bx.set_xlabel("gossip ranks busy (%)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+@click.command()
+@click.option("--nodes", default=1024, show_default=True, help="Simulated cluster size.")
+@click.option("--ranks", default=2, show_default=True, help="MPI ranks of the live service.")
+@click.option("--duration", default="3s", show_default=True, help="Run time of the service.")
+@click.pass_context
+def demo(ctx: click.Context, nodes: int, ranks: int, duration: str) -> None:
+    """The main job: simulate gossip at the paper's settings, then run the MPI service."""
+    ctx.invoke(simulate, nodes=str(nodes), window="10%,20%,40%", interval="256ms")
+    ctx.invoke(run, nprocs=ranks, interval="50ms", duration=duration)

@@ -1,4 +1,5 @@
-"""Entry point of the ``shoal`` command."""
+"""Entry point of the ``shoal`` command: assemble the commands of each part and turn a
+user's mistake into one line on stderr."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import sys
 import click
 
 import shoal
-from shoal.cli.gossip import gossip
+from shoal.cli.gossip import demo, gossip
 from shoal.cli.mapping import map_cmd, topology
 from shoal.cli.netmodel import netmodel
+from shoal.cli.runtime import run
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,36 +26,8 @@ cli.add_command(gossip)
 cli.add_command(netmodel)
 cli.add_command(map_cmd)
 cli.add_command(topology)
-
-
-@cli.command()
-@click.option("--nodes", default=1024, show_default=True, help="Simulated cluster size.")
-@click.option("--ranks", default=2, show_default=True, help="MPI ranks of the live service.")
-@click.option("--duration", default="3s", show_default=True, help="Run time of the service.")
-@click.pass_context
-def demo(ctx: click.Context, nodes: int, ranks: int, duration: str) -> None:
-    """The main job: simulate gossip at the paper's settings, then run the MPI service."""
-    from shoal.cli.gossip import run, simulate
-
-    ctx.invoke(simulate, nodes=str(nodes), window="10%,20%,40%", interval="256ms")
-    ctx.invoke(run, nprocs=ranks, interval="50ms", duration=duration)
-
-
-@cli.command(context_settings={"ignore_unknown_options": True})
-@click.option("-n", "nprocs", default=2, show_default=True, help="Number of PEs (MPI ranks).")
-@click.option("--timeout", default=None, help="Kill the job after this long (e.g. 10min).")
-@click.argument("program", type=click.Path(exists=True, dir_okay=False))
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(nprocs: int, timeout: str | None, program: str, args: tuple[str, ...]) -> None:
-    """Run a shoal PROGRAM on N PEs through the installed mpiexec (the embedded MPICH unless
-    SHOAL_MPIEXEC names another launcher). Under srun or a site mpiexec, launch
-    `python PROGRAM` directly instead."""
-    from shoal.launch import run_ranks
-    from shoal.units import parse_duration
-
-    limit = None if timeout is None else parse_duration(timeout, "--timeout")
-    done = run_ranks(nprocs, [program, *args], timeout=limit)
-    sys.exit(done.returncode)
+cli.add_command(run)
+cli.add_command(demo)
 
 
 def main() -> None:

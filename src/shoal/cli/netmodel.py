@@ -7,6 +7,7 @@ import math
 import click
 
 from shoal import units
+from shoal.cli.relaunch import nprocs_option, relaunch
 from shoal.cli.render import console, table
 from shoal.errors import UsageError
 from shoal.netmodel.models import EQUATION, Model, format_rate
@@ -111,9 +112,8 @@ def fit(csv_path, thresholds, how, kind, save, plot, errors_png) -> None:
 
 
 @netmodel.command()
-@click.option("-n", "--np", "nprocs", type=int, default=None,
-              help="Launch this many ranks through mpiexec; without it, run as the ranks of "
-                   "an MPI job already started (mpiexec or srun across two nodes).")
+@nprocs_option("Launch this many ranks through mpiexec; without it, run as the ranks of an MPI "
+               "job already started (mpiexec or srun across two nodes).")
 @click.option("--k", "ks", default="1:4:1", show_default=True,
               help="Pairs communicating at once (list or start:stop:step).")
 @click.option("--sizes", default="1B:4MiB", show_default=True,
@@ -147,19 +147,13 @@ def bench(nprocs, ks, sizes, repeat, mode, min_time, pseudo_nodes, csv_path) -> 
             raise UsageError("--pseudo-nodes needs at least 2 nodes of 1 rank")
         pseudo = (a, b)
     if nprocs is not None:
-        from shoal.launch import run_shoal
-
         if pseudo is not None and pseudo[0] * pseudo[1] != nprocs:
             raise UsageError(f"--pseudo-nodes {pseudo_nodes} declares {pseudo[0] * pseudo[1]} "
                              f"ranks but the job has {nprocs}: use -n {pseudo[0] * pseudo[1]}")
         if pseudo is not None and max(klist) > pseudo[1]:
             raise UsageError(f"k must lie in 1..{pseudo[1]}: a pseudo-node has {pseudo[1]} "
                              f"ranks")
-        argv = ["netmodel", "bench", "--k", ks, "--sizes", sizes, "--repeat",
-                str(repeat), "--mode", mode, "--min-time", min_time, "--csv", csv_path]
-        if pseudo_nodes:
-            argv += ["--pseudo-nodes", pseudo_nodes]
-        run_shoal(nprocs, argv, timeout=None)
+        relaunch(nprocs)
         return
     from mpi4py import MPI
 
