@@ -1,6 +1,7 @@
 """shoal: an adaptive runtime for parallel programs on HPC clusters, with the system knowledge
 such a runtime needs (gossip-spread node state, communication models, topology and mapping)."""
 
+from shoal._version import __version__
 from shoal.errors import ShoalError, UsageError, WireError
 from shoal.runtime import (
     Array,
@@ -20,8 +21,6 @@ from shoal.runtime import (
     start,
     stats,
 )
-
-__version__ = "0.1.0"
 
 __all__ = ["Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime", "ShoalError",
            "UsageError", "WireError", "__version__", "create", "exit", "future", "my_pe",

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from shoal import tomlfile
+from shoal._version import __version__
 from shoal.errors import UsageError
 from shoal.netmodel.models import PARAMS, Model
 
@@ -76,7 +77,5 @@ def _toml(value) -> str:
 
 def provenance(source: str) -> dict:
     """Metadata every saved profile carries."""
-    import shoal
-
     return {"source": source, "created": datetime.datetime.now(datetime.timezone.utc)
-            .isoformat(timespec="seconds"), "shoal": shoal.__version__}
+            .isoformat(timespec="seconds"), "shoal": __version__}
