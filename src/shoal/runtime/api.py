@@ -22,7 +22,7 @@ def start(main, *args, comm=None, **options) -> None:
     Runtime(MPI.COMM_WORLD if comm is None else comm, **options).run(main, *args)
 
 
-def exit() -> None:  # noqa: A001 - the name Charm++ programmers know
+def exit() -> None:
     """End the job on every PE."""
     current().exit()
 

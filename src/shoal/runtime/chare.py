@@ -13,16 +13,21 @@ the new PE after arrival.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from shoal.runtime.channel import deliver
 from shoal.runtime.context import current
 from shoal.runtime.futures import Future
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
 
+if TYPE_CHECKING:
+    from shoal.runtime.collection import Slot
+
 
 class Chare:
     """Base class of array elements, group members and single chares."""
 
-    _slot = None  # set by the runtime before __init__ runs
+    _slot: Slot  # set by the runtime before __init__ runs
 
     @property
     def thisIndex(self) -> tuple:  # noqa: N802 - the name Charm++ programmers know

@@ -26,8 +26,23 @@ class Slot:
     broadcasts it has received.
     """
 
-    __slots__ = ("coll", "index", "key", "obj", "expected", "ooo", "out", "redno", "bcast",
-                 "active", "migrate_to", "chan", "waiting", "allreduce", "stats")
+    __slots__ = (
+        "active",
+        "allreduce",
+        "bcast",
+        "chan",
+        "coll",
+        "expected",
+        "index",
+        "key",
+        "migrate_to",
+        "obj",
+        "ooo",
+        "out",
+        "redno",
+        "stats",
+        "waiting",
+    )
 
     def __init__(self, coll: Collection, index: tuple):
         self.coll = coll
@@ -40,7 +55,7 @@ class Slot:
         self.redno = 0
         self.bcast = 0
         self.active = 0  # suspended coroutines
-        self.migrate_to = None
+        self.migrate_to: int | None = None  # where to move once its calls have returned
         self.chan: dict = {}  # channel key -> deque of values that arrived
         self.waiting: dict = {}  # channel key -> deque of futures of pending receives
         self.allreduce: deque = deque()  # futures of this element's pending allreduces

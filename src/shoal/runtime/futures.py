@@ -17,7 +17,7 @@ class Future:
     """A value that arrives later. ``await fut`` inside an ``async def`` entry method (or
     ``main``) suspends until it does; ``fut.send(value)`` provides it, once."""
 
-    __slots__ = ("pe", "fid", "done", "value", "waiters")
+    __slots__ = ("done", "fid", "pe", "value", "waiters")
 
     def __init__(self, pe: int, fid: int):
         self.pe = pe
@@ -62,7 +62,7 @@ def _rebuild(pe: int, fid: int) -> Future:
 class Task:
     """A running coroutine: an ``async def`` entry method (of ``slot``) or ``main``."""
 
-    __slots__ = ("coro", "slot", "fut", "name")
+    __slots__ = ("coro", "fut", "name", "slot")
 
     def __init__(self, coro, slot, fut, name: str):
         self.coro = coro

@@ -226,4 +226,4 @@ class Location:
                 rt.created += 1
                 coll.absent.setdefault(index, []).append(env)
                 return
-        rt.send(dest, env[:I_HOPS] + (env[I_HOPS] + 1,))
+        rt.send(dest, (*env[:I_HOPS], env[I_HOPS] + 1))

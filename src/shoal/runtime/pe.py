@@ -151,7 +151,7 @@ class Runtime:
                 self.push(0, self._run_main, main, args)
             self._loop()
             self._finish()
-        except BaseException as exc:  # noqa: BLE001 - one failing PE ends the whole job
+        except BaseException as exc:
             self._abort(exc)
         finally:
             set_current(None)
@@ -199,13 +199,10 @@ class Runtime:
         counted = COUNTED
         queue = self.queue
         pop = queue.pop
-        idle_from = quiet_from = 0.0
-        idle = False
-        sleep = 1e-5
+        idle = _Idle(self)
         while self.running:
             env = poll()  # one envelope, then the work it made: the reply leaves sooner
-            busy = env is not None
-            if busy:
+            if env is not None:
                 kind = env[0]
                 if counted[kind]:
                     self.processed += 1
@@ -221,27 +218,14 @@ class Runtime:
             if self.timers and self.timers[0][0] <= time.perf_counter():
                 _, _, fn = heapq.heappop(self.timers)
                 fn()
-                busy = True
-            if busy or n:
-                if idle:
-                    self.idle += time.perf_counter() - idle_from
-                    idle = False
-                    sleep = 1e-5
-                continue
-            now = time.perf_counter()
-            if not idle:
-                idle = True
-                idle_from = quiet_from = now
-            if not self.net.reap(64):
-                # a large message moves only while its sender tests it: no sleep before
-                # every send has completed, and the spin starts when the last one has
-                quiet_from = now
-            elif now - quiet_from > self.poll_spin:
-                time.sleep(sleep)
-                if now - quiet_from > 10 * self.poll_spin:  # idle for long: back off
-                    sleep = min(2 * sleep, self.poll_max)
-        if idle:
-            self.idle += time.perf_counter() - idle_from
+                n += 1
+            if env is not None or n:
+                if idle.since:
+                    idle.end()
+            else:
+                idle.turn()
+        if idle.since:
+            idle.end()
 
     def sleep(self, delay: float) -> Future:
         """A future resolved after ``delay`` seconds (counted as pending work, so quiescence
@@ -324,12 +308,13 @@ class Runtime:
         stat[0] = seq + 1
         coll = self.colls.get(cid)
         slot = None if coll is None else coll.local.get(index)
+        wire_args: tuple | list = args
         if slot is None:  # another PE's: arrays leave numpy's pickling (same PE: no copy)
             for a in args:
                 if type(a) is ndarray:
-                    args = pack_args(args)
+                    wire_args = pack_args(args)
                     break
-        env = (INVOKE, cid, index, name, args, kwargs, src, seq, prio, fut, self.pe, 0)
+        env = (INVOKE, cid, index, name, wire_args, kwargs, src, seq, prio, fut, self.pe, 0)
         if slot is not None:
             self.accept(slot, env)
             return
@@ -364,7 +349,7 @@ class Runtime:
     def accept(self, slot: Slot, env: tuple) -> None:
         """Queue a message in the order its sender sent it (sequence numbers per pair)."""
         if type(env[I_ARGS]) is list:  # packed arrays (see wire.codec)
-            env = env[:I_ARGS] + (unpack_args(env[I_ARGS]),) + env[I_ARGS + 1:]
+            env = (*env[:I_ARGS], unpack_args(env[I_ARGS]), *env[I_ARGS + 1:])
         src, seq = env[I_SRC], env[I_SEQ]
         expected = slot.expected
         exp = expected.get(src, 0)
@@ -511,3 +496,36 @@ class Runtime:
         comm.update({(self.pe_key, dst): tuple(v) for dst, v in self.pe_out.items()})
         return {"pe": self.pe, "elements": elements, "idle": self.idle, "comm": comm,
                 "bytes_sent": self.net.bytes_sent, "bytes_shared": self.net.bytes_shared}
+
+
+class _Idle:
+    """The idle back-off of a PE's loop (see the module doc) and its idle time."""
+
+    __slots__ = ("quiet", "rt", "since", "sleep")
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+        self.since = 0.0  # when the PE last fell idle (0: busy)
+        self.quiet = 0.0  # since when no send has been in flight
+        self.sleep = 1e-5
+
+    def end(self) -> None:
+        """Work arrived: count the idle time."""
+        self.rt.idle += time.perf_counter() - self.since
+        self.since = 0.0
+        self.sleep = 1e-5
+
+    def turn(self) -> None:
+        """A turn of the loop found nothing to do: spin, nap or back off."""
+        rt = self.rt
+        now = time.perf_counter()
+        if not self.since:
+            self.since = self.quiet = now
+        if not rt.net.reap(64):
+            # a large message moves only while its sender tests it: no sleep before
+            # every send has completed, and the spin starts when the last one has
+            self.quiet = now
+        elif now - self.quiet > rt.poll_spin:
+            time.sleep(self.sleep)
+            if now - self.quiet > 10 * rt.poll_spin:  # idle for long: back off
+                self.sleep = min(2 * self.sleep, rt.poll_max)

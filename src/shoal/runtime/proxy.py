@@ -17,6 +17,8 @@ after a large message has run the caches cold.
 
 from __future__ import annotations
 
+from typing import Any
+
 from shoal.errors import UsageError
 from shoal.runtime.context import _Process, current
 
@@ -39,7 +41,7 @@ class ElementProxy:
     """One element of an array or group: ``proxy.method(...)`` sends to it."""
 
     __slots__ = ("cid", "index")
-    _chare = None  # the chare class, in each class's own subclass
+    _chare: Any = None  # the chare class, in each class's own subclass
 
     def __init__(self, cid: int, index: tuple):
         self.cid = cid
@@ -66,7 +68,7 @@ class CollectionProxy:
     """A chare array or group. Index it for an element; call a method on it to broadcast."""
 
     __slots__ = ("cid", "ndims")
-    _chare = None
+    _chare: Any = None
     _element = ElementProxy  # the element proxy class of the same chare class
 
     def __init__(self, cid: int, ndims: int):

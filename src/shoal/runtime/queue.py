@@ -24,7 +24,7 @@ Entry = tuple  # (run, a, b) in the deque, (prio, arrival, run, a, b) in the hea
 class Queue:
     """The deque of priority-0 entries and the heap of the others."""
 
-    __slots__ = ("fifo", "heap", "arrivals")
+    __slots__ = ("arrivals", "fifo", "heap")
 
     def __init__(self) -> None:
         self.fifo: deque[Entry] = deque()

@@ -10,6 +10,7 @@ is any picklable two-argument function (define it at module level).
 from __future__ import annotations
 
 import operator
+from typing import ClassVar
 
 import numpy as np
 
@@ -17,8 +18,16 @@ import numpy as np
 class Reducer:
     """A named combining function; pickles by name so that it costs nothing on the wire."""
 
-    __slots__ = ("name", "combine")
-    _named: dict[str, Reducer] = {}
+    __slots__ = ("combine", "name")
+    _named: ClassVar[dict[str, Reducer]] = {}
+    # the built-in reducers, set below
+    sum: ClassVar[Reducer]
+    product: ClassVar[Reducer]
+    max: ClassVar[Reducer]
+    min: ClassVar[Reducer]
+    logical_and: ClassVar[Reducer]
+    logical_or: ClassVar[Reducer]
+    gather: ClassVar[Reducer]
 
     def __init__(self, name: str, combine):
         self.name = name

@@ -14,11 +14,11 @@ import numpy as np
 OOB_MIN = 8192  # bytes: smaller buffers are pickled in-band
 
 
-def pack_args(args: tuple):
+def pack_args(args: tuple) -> tuple | list:
     """``args`` unchanged, or, if it holds plain numeric numpy arrays, a list
     ``[args with those arrays replaced, (position, dtype, shape), ...]``: small arrays by
     their bytes, large ones by a ``PickleBuffer`` that leaves the pickle (out of band)."""
-    packed = None
+    packed: list | None = None
     for pos, a in enumerate(args):
         if type(a) is np.ndarray:
             code = _CODES.get(a.dtype)
@@ -29,7 +29,8 @@ def pack_args(args: tuple):
             if packed is None:
                 packed = [list(args)]
             packed[0][pos] = (a.tobytes() if a.nbytes < OOB_MIN
-                              else pickle.PickleBuffer(np.ascontiguousarray(a)))
+                              # an ndarray is a buffer; the stubs say so from Python 3.12
+                              else pickle.PickleBuffer(np.ascontiguousarray(a)))  # type: ignore[arg-type]
             packed.append((pos, code, a.shape))
     return args if packed is None else packed
 

@@ -122,7 +122,7 @@ class SharedArena:
         for node_rank, rank in enumerate(ranks):
             buf, _ = self.win.Shared_query(node_rank)
             seg = np.frombuffer(buf, np.uint8, TICKETS + nbytes)
-            self.segs[rank] = memoryview(seg)  # item and slice stores cost less than numpy's
+            self.segs[rank] = seg.data  # a memoryview: item and slice stores cost less
             self.base[rank] = seg.ctypes.data + TICKETS
             if rank == me:
                 self.flags = seg[:TICKETS]  # this PE's, scanned at once by numpy
@@ -180,7 +180,8 @@ class SharedArena:
         count tells when the program is done with the block."""
         blk = (ctypes.c_ubyte * n).from_address(self.base[owner] + off)
         self.held.append([blk, owner, ticket])
-        return np.frombuffer(blk, np.uint8)
+        # ctypes arrays export the buffer protocol; numpy's type stubs do not list them
+        return np.frombuffer(blk, np.uint8)  # type: ignore[call-overload]
 
     def release(self, force: bool = False) -> None:
         """Flag the blocks nothing refers to any more (the program dropped every array

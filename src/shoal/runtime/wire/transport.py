@@ -120,7 +120,7 @@ class Transport:
         ``(ticket, offset, bytes)``, ticket -1 for one that follows by MPI (smaller, no
         room, or another node), then their count. Returns the envelope and the buffers
         left for MPI."""
-        fields = []
+        fields: list[int] = []
         rest = []
         for raw in oob:
             where = arena.put(raw) if arena is not None and raw.nbytes >= SHM_MIN else None
@@ -173,7 +173,11 @@ class Transport:
         bufs = []
         for k in range(0, 3 * count, 3):
             ticket, off, n = fields[k:k + 3]
-            bufs.append(self._receive(src) if ticket < 0 else arena.view(src, ticket, off, n))
+            if ticket < 0:
+                bufs.append(self._receive(src))
+            else:
+                assert arena is not None  # a sender names blocks only to a PE of its node
+                bufs.append(arena.view(src, ticket, off, n))
         if arena is not None and len(arena.held) > 64:
             arena.release()
         return pickle.loads(data, buffers=bufs)  # the trailer lies after the pickle's end
