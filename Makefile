@@ -1,5 +1,5 @@
 # make demo: create .venv, install shoal with its embedded MPI (mpich wheel), run the main job.
-# make test: the whole test suite.
+# make test: the whole test suite. make lint: ruff everywhere, mypy on the runtime.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -22,6 +22,7 @@ test: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/mypy
 
 bench: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[peers]'
