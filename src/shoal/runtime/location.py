@@ -26,6 +26,7 @@ from shoal.runtime.protocol import (
     I_INDEX,
     I_METHOD,
     INSERT,
+    INVOKE,
     SIZE,
     children,
 )
@@ -138,12 +139,12 @@ class Location:
             raise UsageError("only array elements can be deleted")
         queued = rt.queue.take((slot,))[id(slot)]
         rt.processed += len(queued)
-        calls = sum(1 for _, entry in queued if entry[0] is rt.run_invoke)
+        calls = sum(1 for _, env in queued if env[0] == INVOKE)
         if calls:
             raise UsageError(f"element {list(slot.index)} of {coll.cls.__name__} was deleted "
                              f"with {calls} message(s) still to run")
         # broadcasts that reached it with its deletion are dropped: it ran those before
-        last = min((entry[2][2] for _, entry in queued), default=slot.bcast + 1) - 1
+        last = min((env[2] for _, env in queued), default=slot.bcast + 1) - 1
         del coll.local[slot.index]
         rt.reductions.element_left(coll, slot)
         rt.send(coll.home(slot.index), (DELETED, coll.cid, slot.index))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from shoal.errors import UsageError
 from shoal.runtime.collection import Collection, Slot
-from shoal.runtime.protocol import MIGRATE
+from shoal.runtime.protocol import BCAST, MIGRATE
 
 if TYPE_CHECKING:
     from shoal.runtime.pe import Runtime
@@ -74,12 +74,11 @@ class Migration:
         if not batch:
             return
         taken = rt.queue.take(slot for slot, _ in batch)
-        bcast = rt.broadcasts.run_bcast
         out: dict[int, list[tuple]] = {}
         touched: dict[int, Collection] = {}
         for slot, dest in batch:
             coll = slot.coll
-            queued = [(prio, entry[0] is bcast, entry[2]) for prio, entry in taken[id(slot)]]
+            queued = taken[id(slot)]  # [(prio, INVOKE or BCAST envelope)]
             rt.processed += len(queued)  # they travel, and count again there
             del coll.local[slot.index]
             rt.location.left(coll, slot, dest)
@@ -113,8 +112,8 @@ class Migration:
         coll.forward.pop(index, None)
         rt.reductions.element_joined(coll, slot)
         bcast = rt.broadcasts.run_bcast
-        for prio, is_bcast, qenv in queued:
-            rt.push(prio, bcast if is_bcast else rt.run_invoke, slot, qenv)
+        for prio, qenv in queued:
+            rt.push(prio, bcast if qenv[0] == BCAST else rt.run_invoke, slot, qenv)
         for src, seq in [k for k in slot.ooo if k[1] == slot.expected.get(k[0], 0)]:
             rt.accept(slot, slot.ooo.pop((src, seq)))
         rt.location.arrived(coll, slot)
