@@ -32,6 +32,8 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/runtime_sizes.py
 	$(PY) benchmarks/stencil2d.py
 	$(PY) benchmarks/runtime_idle.py
+	$(PY) benchmarks/runtime_migration.py
+	$(PY) benchmarks/runtime_envelopes.py
 	$(PY) benchmarks/netmodel_fit.py
 	$(PY) benchmarks/mapping_scale.py
 
