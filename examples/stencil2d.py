@@ -22,7 +22,7 @@ def jacobi(u: np.ndarray) -> np.ndarray:
 
 class Block(shoal.Chare):
     def __init__(self, n: int, blocks: int):
-        i, j = self.thisIndex
+        i, _ = self.thisIndex
         self.blocks = blocks
         self.h = self.w = n // blocks
         self.u = np.zeros((self.h + 2, self.w + 2))

@@ -64,7 +64,7 @@ def abort_on_error(comm):
     rank of ``comm``'s job, so that no other rank waits forever."""
     try:
         yield
-    except BaseException as exc:  # noqa: BLE001 - any failure must end the job
+    except BaseException as exc:  # any failure must end the job
         if isinstance(exc, SystemExit) and not exc.code:
             raise
         text = "".join(traceback.format_exception(exc))

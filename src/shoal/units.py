@@ -118,7 +118,7 @@ def expand_sweep(text: str) -> list[str]:
         start, stop, step = (float(n.group(1)) for n in nums)
         if step <= 0 or stop < start:
             raise UsageError(f"range {part!r} needs start <= stop and a positive step")
-        count = int(math.floor((stop - start) / step + 1e-9)) + 1
+        count = math.floor((stop - start) / step + 1e-9) + 1
         if count > 10_000:
             raise UsageError(f"range {part!r} has {count} items: use a larger step")
         for k in range(count):

@@ -110,7 +110,7 @@ def test_bad_input_exits_2(args, hint):
 
 def test_malformed_edge_list(tmp_path):
     (tmp_path / "g.txt").write_text("0 1\n1 two\n")
-    with pytest.raises(UsageError, match="g.txt:2"):
+    with pytest.raises(UsageError, match=r"g\.txt:2"):
         parse(f"graph {tmp_path / 'g.txt'}")
     out = shoal("map", "--torus", "2", "--pattern", f"graph {tmp_path / 'g.txt'}")
     assert out.returncode == 2 and "g.txt:2" in out.stderr

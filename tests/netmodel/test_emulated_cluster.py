@@ -38,7 +38,7 @@ def test_cluster_refuses_impossible_settings():
 
     with pytest.raises(UsageError, match="positive"):
         Cluster(0, RN, 2)
-    with pytest.raises(UsageError, match="1..32"):
+    with pytest.raises(UsageError, match=r"1\.\.32"):
         Cluster(RC, RN, 0)
 
 

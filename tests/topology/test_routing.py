@@ -35,45 +35,66 @@ def link(t, node_coords, d, sign):
 def reference(t: Torus, a, b, routing, half):
     """Fractions per link by walking every minimal route explicitly."""
     a, b = list(t.coords(a)), list(t.coords(b))
+    walkers = {"dor": dor_reference, "paths": paths_reference}
+    return walkers.get(routing, adaptive_reference)(t, a, b, half)
+
+
+def follow(t: Torus, loads, a, path, frac):
+    """Add ``frac`` to every link of ``path``, hops (dimension, sign) from coordinates ``a``."""
+    pos = list(a)
+    for d, sign in path:
+        loads[link(t, pos, d, sign)] += frac
+        pos[d] += sign
+
+
+def dor_reference(t: Torus, a, b, half):
+    """Dimension-ordered routing: dimension 0 first; both ways round a half ring count half."""
     loads = defaultdict(float)
-    if routing == "dor":
-        options = list(itertools.product(*moves(t, a, b, half)))
-        for combo in options:
-            pos = list(a)
-            for d, (sign, hops) in enumerate(combo):
-                for _ in range(hops):
-                    loads[link(t, pos, d, sign)] += 1 / len(options)
-                    pos[d] += sign
-        return loads
-    if routing == "paths":
-        paths = []
-        for combo in itertools.product(*moves(t, a, b, half)):
-            seq = [d for d, (_, hops) in enumerate(combo) for _ in range(hops)]
-            for perm in set(itertools.permutations(seq)):
-                paths.append([(d, combo[d][0]) for d in perm])
-        for path in paths:
-            pos = list(a)
-            for d, sign in path:
-                loads[link(t, pos, d, sign)] += 1 / len(paths)
-                pos[d] += sign
-        return loads
-    # adaptive: at every node split equally among the links that shorten the distance
-    def walk(pos, frac):
-        here = t.node(np.array(pos))
-        options = []
-        for d, opts in enumerate(moves(t, pos, list(t.coords(int(t.node(np.array(b))))), half)):
-            for sign, hops in opts:
-                if hops:
-                    options.append((d, sign))
-        if int(here) == int(t.node(np.array(b))):
-            return
-        for d, sign in options:
-            loads[link(t, pos, d, sign)] += frac / len(options)
-            nxt = list(pos)
-            nxt[d] += sign
-            walk(nxt, frac / len(options))
-    walk(a, 1.0)
+    options = list(itertools.product(*moves(t, a, b, half)))
+    for combo in options:
+        path = [(d, sign) for d, (sign, hops) in enumerate(combo) for _ in range(hops)]
+        follow(t, loads, a, path, 1 / len(options))
     return loads
+
+
+def paths_reference(t: Torus, a, b, half):
+    """Every minimal path (every order of the hops, both ways round a half ring) counts the
+    same."""
+    paths = []
+    for combo in itertools.product(*moves(t, a, b, half)):
+        seq = [d for d, (_, hops) in enumerate(combo) for _ in range(hops)]
+        paths += [[(d, combo[d][0]) for d in perm] for perm in set(itertools.permutations(seq))]
+    loads = defaultdict(float)
+    for path in paths:
+        follow(t, loads, a, path, 1 / len(paths))
+    return loads
+
+
+def adaptive_reference(t: Torus, a, b, half):
+    """Adaptive routing: at every node split equally among the links that shorten the
+    distance."""
+    loads = defaultdict(float)
+    adaptive_walk(t, loads, a, b, half, 1.0)
+    return loads
+
+
+def shortening_links(t: Torus, pos, b, half):
+    """The links (dimension, sign) from ``pos`` that bring a route closer to ``b``."""
+    target = list(t.coords(int(t.node(np.array(b)))))
+    return [(d, sign) for d, opts in enumerate(moves(t, pos, target, half))
+            for sign, hops in opts if hops]
+
+
+def adaptive_walk(t: Torus, loads, pos, b, half, frac):
+    """Send ``frac`` on from ``pos`` to ``b``, recursively, split among the shortening links."""
+    options = shortening_links(t, pos, b, half)
+    if int(t.node(np.array(pos))) == int(t.node(np.array(b))):
+        return
+    for d, sign in options:
+        loads[link(t, pos, d, sign)] += frac / len(options)
+        nxt = list(pos)
+        nxt[d] += sign
+        adaptive_walk(t, loads, nxt, b, half, frac / len(options))
 
 
 TORI = [Torus((4, 3)), Torus((4, 4, 2)), Torus((3, 4), wrap=(False, True)),

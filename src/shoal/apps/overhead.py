@@ -56,46 +56,76 @@ def sweep(comm, app: str, every: int, intervals: list[float], windows: list,
         if app_comm is not None:
             _run_app(app, app_comm, size_hint)
     for interval, window in configs:
-        error = None
-        if interval is not None:
-            try:
-                window_entries(n_gossip, window)
-            except ShoalError as exc:
-                error = str(exc)
+        error = _config_error(n_gossip, interval, window)
         runs, gossip = [], []
         if error is None:
-            for _ in range(repeat):
-                with colocated(comm, every, interval or 1.0, window or 0.5, entry_size,
-                               gossip=interval is not None) as (app_comm, service):
-                    res = _run_app(app, app_comm, size_hint) if app_comm is not None else None
-                    app_root = app_comm is not None and app_comm.Get_rank() == 0
-                parts = comm.gather((res if app_root else None,
-                                     service.summary() if service else None), root=0)
-                if comm.Get_rank() == 0:
-                    runs.append(next(r for r, _ in parts if r is not None))
-                    gossip.append([g for _, g in parts if g is not None])
+            runs, gossip = _measure(comm, app, every, interval, window, repeat, entry_size,
+                                    size_hint)
         if comm.Get_rank() != 0:
             continue
         row = {"app": app, "every": every, "interval_s": interval, "window": window,
                "repeat": repeat, "error": error or ""}
         if runs:
-            secs = [r["seconds"] for r in runs]
-            row.update(seconds=statistics.median(secs), seconds_min=min(secs),
-                       seconds_max=max(secs),
-                       mpi_fraction=statistics.median(r["mpi_fraction"] for r in runs))
-            if "gbps" in runs[0]:
-                row["gbps"] = statistics.median(r["gbps"] for r in runs)
             if interval is None:
-                base = row["seconds"]
-            row["slowdown"] = row["seconds"] / base - 1 if base else 0.0
-            row["slowdown_min"] = min(secs) / base - 1 if base else 0.0
-            row["slowdown_max"] = max(secs) / base - 1 if base else 0.0
-            flat = [g for run in gossip for g in run]
-            if flat:
-                row.update(busy_fraction=statistics.mean(g["busy_fraction"] for g in flat),
-                           sent=sum(g["sent"] for g in flat) // repeat,
-                           received=sum(g["received"] for g in flat) // repeat,
-                           dropped=sum(g["dropped"] for g in flat) // repeat,
-                           mean_age_s=statistics.mean(g["mean_age"] for g in flat))
+                base = statistics.median(r["seconds"] for r in runs)
+            row.update(_app_figures(runs, base))
+            row.update(_gossip_figures(gossip, repeat))
         rows.append(row)
     return rows if comm.Get_rank() == 0 else None
+
+
+def _config_error(n_gossip: int, interval: float | None, window) -> str | None:
+    """Why (interval, window) cannot run on ``n_gossip`` gossiping ranks; None if it can (the
+    baseline always can)."""
+    if interval is None:
+        return None
+    try:
+        window_entries(n_gossip, window)
+    except ShoalError as exc:
+        return str(exc)
+    return None
+
+
+def _measure(comm, app: str, every: int, interval: float | None, window, repeat: int,
+             entry_size: int, size_hint: int | None) -> tuple[list, list]:
+    """``repeat`` runs of one configuration (``interval`` None: gossip ranks idle); on rank 0
+    the application's result of every run and, per run, the gossip ranks' summaries."""
+    runs, gossip = [], []
+    for _ in range(repeat):
+        with colocated(comm, every, interval or 1.0, window or 0.5, entry_size,
+                       gossip=interval is not None) as (app_comm, service):
+            res = _run_app(app, app_comm, size_hint) if app_comm is not None else None
+            app_root = app_comm is not None and app_comm.Get_rank() == 0
+        parts = comm.gather((res if app_root else None,
+                             service.summary() if service else None), root=0)
+        if comm.Get_rank() == 0:
+            runs.append(next(r for r, _ in parts if r is not None))
+            gossip.append([g for _, g in parts if g is not None])
+    return runs, gossip
+
+
+def _app_figures(runs: list[dict], base: float | None) -> dict:
+    """The application's median time (spread), MPI share, GB/s if measured, and slowdown
+    against the baseline time ``base``."""
+    secs = [r["seconds"] for r in runs]
+    row = {"seconds": statistics.median(secs), "seconds_min": min(secs),
+           "seconds_max": max(secs),
+           "mpi_fraction": statistics.median(r["mpi_fraction"] for r in runs)}
+    if "gbps" in runs[0]:
+        row["gbps"] = statistics.median(r["gbps"] for r in runs)
+    row["slowdown"] = row["seconds"] / base - 1 if base else 0.0
+    row["slowdown_min"] = min(secs) / base - 1 if base else 0.0
+    row["slowdown_max"] = max(secs) / base - 1 if base else 0.0
+    return row
+
+
+def _gossip_figures(gossip: list[list[dict]], repeat: int) -> dict:
+    """The gossip ranks over all runs: mean busy fraction and age, messages per run."""
+    flat = [g for run in gossip for g in run]
+    if not flat:
+        return {}
+    return {"busy_fraction": statistics.mean(g["busy_fraction"] for g in flat),
+            "sent": sum(g["sent"] for g in flat) // repeat,
+            "received": sum(g["received"] for g in flat) // repeat,
+            "dropped": sum(g["dropped"] for g in flat) // repeat,
+            "mean_age_s": statistics.mean(g["mean_age"] for g in flat)}

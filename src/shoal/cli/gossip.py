@@ -69,7 +69,6 @@ def simulate(nodes: str, window: str, interval: str, n_units: int, warmup: int |
              plot: str | None) -> None:
     """Simulate Fig. 1 and compare the average age with expected_age(N, W)."""
     from shoal.gossip.analysis import window_entries
-    from shoal.gossip.sim import simulate as run_sim
 
     sizes = [units.parse_count(x, "--nodes", 2) for x in units.expand_sweep(nodes)]
     windows = [_window(x) for x in units.expand_sweep(window)]
@@ -84,6 +83,25 @@ def simulate(nodes: str, window: str, interval: str, n_units: int, warmup: int |
     configs = list(itertools.product(sizes, windows))
     for n, w in configs:  # refuse bad input before any work
         window_entries(n, w)
+    results = _simulate_all(configs, n_units, warmup, lat, p_loss, n_dead, seed)
+    _print_simulations(results, unit, n_units, extra=bool(p_loss > 0 or n_dead))
+    if n_dead:
+        _print_dead_trails(results)
+    if csv_path:
+        write_csv(csv_path, [r.row(unit) for r in results],
+                  {"interval_s": unit, "units": n_units})
+    if plot:
+        from shoal.gossip.plots import age_vs_window
+
+        age_vs_window(results, plot, interval=None)
+        console.print(f"wrote {plot}")
+
+
+def _simulate_all(configs, n_units, warmup, lat, p_loss, n_dead, seed) -> list:
+    """One simulation per (N, window) of ``configs``, seeds counting up from ``seed``, with a
+    progress bar when there are several."""
+    from shoal.gossip.sim import simulate as run_sim
+
     results = []
     with Progress(console=console, transient=True, disable=len(configs) < 2) as bar:
         task = bar.add_task("simulating", total=len(configs))
@@ -91,7 +109,12 @@ def simulate(nodes: str, window: str, interval: str, n_units: int, warmup: int |
             results.append(run_sim(n, w, n_units, warmup, latency=lat, loss=p_loss,
                                    dead=n_dead, seed=seed + k))
             bar.advance(task)
-    extra = p_loss > 0 or n_dead
+    return results
+
+
+def _print_simulations(results, unit: float, n_units: int, extra: bool) -> None:
+    """The table of simulated ages, with message counts when ``extra`` (loss or dead
+    nodes)."""
     cols = ["N", "window", "avg age", "expected", "avg age (s)", "expected (s)",
             "p90 age", "max age", "known"] + (["sent", "lost", "to dead"] if extra else [])
     rows = []
@@ -105,20 +128,15 @@ def simulate(nodes: str, window: str, interval: str, n_units: int, warmup: int |
     console.print(table(f"Gossip simulation: ages in units of time (1 unit = "
                         f"{units.format_duration(unit)}), {n_units} units per run",
                         cols, rows))
-    if n_dead:
-        for r in results:
-            trail = r.dead_age[~np.isnan(r.dead_age)]
-            if len(trail):
-                console.print(f"N={r.nodes}: entries of the {r.dead} dead nodes aged from "
-                              f"{trail[0]:.3g} to {trail[-1]:.3g} units over the run")
-    if csv_path:
-        write_csv(csv_path, [r.row(unit) for r in results],
-                  {"interval_s": unit, "units": n_units})
-    if plot:
-        from shoal.gossip.plots import age_vs_window
 
-        age_vs_window(results, plot, interval=None)
-        console.print(f"wrote {plot}")
+
+def _print_dead_trails(results) -> None:
+    """How the entries of the dead nodes aged over each run."""
+    for r in results:
+        trail = r.dead_age[~np.isnan(r.dead_age)]
+        if len(trail):
+            console.print(f"N={r.nodes}: entries of the {r.dead} dead nodes aged from "
+                          f"{trail[0]:.3g} to {trail[-1]:.3g} units over the run")
 
 
 @gossip.command()

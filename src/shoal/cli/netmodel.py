@@ -63,23 +63,47 @@ def fit(csv_path, thresholds, how, kind, save, plot, errors_png) -> None:
     """Fit every model to benchmark data per protocol regime and compare them: parameters
     (the form of Table 1) and relative-error sums (Table 2)."""
     from shoal.netmodel.data import read_csv
-    from shoal.netmodel.profile import Profile, provenance
-    from shoal.netmodel.regimes import LABELS, VARIANTS, analyse, describe
+    from shoal.netmodel.regimes import analyse
 
     m = read_csv(csv_path)
     cuts = None
     if thresholds is not None:
         cuts = [] if thresholds.strip() == "none" else _sizes(thresholds, "--thresholds")
     regimes = analyse(m, cuts, how)
+    _print_parameters(regimes, f"{csv_path}, {len(m.t)} measurements")
+    _print_errors(regimes)
+    if save:
+        _save_profile(regimes, kind, csv_path, save)
+    if plot:
+        from shoal.netmodel.plots import bandwidth
+
+        bandwidth(m, regimes, "maxrate", plot)
+    if errors_png:
+        from shoal.netmodel.plots import errors
+
+        errors(m, regimes, errors_png)
+
+
+def _print_parameters(regimes, source: str) -> None:
+    """The fitted parameters per regime and model (the form of Table 1)."""
+    from shoal.netmodel.regimes import LABELS, describe
+
     rows = []
     for reg in regimes:
         for variant in ("maxrate4", "maxrate", "postal_all"):
             f = reg.fits.get(variant)
             if f is not None:
                 rows.append([reg.name, describe(reg), LABELS[variant], *_params_row(f.model)])
-    console.print(table(f"Fitted parameters ({csv_path}, {len(m.t)} measurements)",
+    console.print(table(f"Fitted parameters ({source})",
                         ["regime", "sizes", "model", "alpha", "R_N", "R_C", "R_Cb", "R_Ci",
                          "1/beta"], rows))
+
+
+def _print_errors(regimes) -> None:
+    """Relative-error sums and maxima per regime (Table 2), then what the fits could not
+    determine."""
+    from shoal.netmodel.regimes import LABELS, VARIANTS
+
     rows = []
     for reg in regimes:
         rows.append([reg.name, reg.count, *[reg.error_sum.get(v, math.nan) for v in VARIANTS],
@@ -90,25 +114,22 @@ def fit(csv_path, thresholds, how, kind, save, plot, errors_png) -> None:
     for reg in regimes:
         for note in dict.fromkeys(reg.notes):
             console.print(f"[yellow]{reg.name}: {note}[/yellow]")
-    if save:
-        picked = []
-        for reg in regimes:
-            f = reg.fits.get("postal_all" if kind == "postal" else kind)
-            if f is None:
-                raise UsageError(f"the {reg.name} regime cannot give the {kind} model (R_N "
-                                 f"needs measurements at two or more k): measure more pairs, "
-                                 f"or save --model postal")
-            picked.append((reg.name, reg.low, reg.high, f.model))
-        Profile(picked, provenance(str(csv_path))).save(save)
-        console.print(f"profile written to {save}")
-    if plot:
-        from shoal.netmodel.plots import bandwidth
 
-        bandwidth(m, regimes, "maxrate", plot)
-    if errors_png:
-        from shoal.netmodel.plots import errors
 
-        errors(m, regimes, errors_png)
+def _save_profile(regimes, kind: str, csv_path, save: str) -> None:
+    """Write the ``kind`` model of every regime as a machine profile to ``save``."""
+    from shoal.netmodel.profile import Profile, provenance
+
+    picked = []
+    for reg in regimes:
+        f = reg.fits.get("postal_all" if kind == "postal" else kind)
+        if f is None:
+            raise UsageError(f"the {reg.name} regime cannot give the {kind} model (R_N "
+                             f"needs measurements at two or more k): measure more pairs, "
+                             f"or save --model postal")
+        picked.append((reg.name, reg.low, reg.high, f.model))
+    Profile(picked, provenance(str(csv_path))).save(save)
+    console.print(f"profile written to {save}")
 
 
 @netmodel.command()

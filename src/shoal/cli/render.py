@@ -30,10 +30,10 @@ def table(title: str, columns: list[str], rows: list[list]) -> Table:
 
 
 def cell(value) -> str:
-    """Format one value: floats with 4 significant digits, infinities as ∞."""
+    """Format one value: floats with 4 significant digits, infinities as ∞, NaN as -."""
     if isinstance(value, float):
         if math.isnan(value):
-            return "–"
+            return "-"
         if math.isinf(value):
             return "∞"
         return f"{value:.4g}"

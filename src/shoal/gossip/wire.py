@@ -47,6 +47,15 @@ def decode(buf, nodes: int, state: np.dtype) -> tuple[int, np.ndarray]:
     """Validate a message of a cluster of ``nodes`` and return (sender, entries). The entries
     are a view into ``buf``; copy what you keep."""
     view = memoryview(buf)
+    sender, count = _check_header(view, nodes, state)
+    entries = np.frombuffer(view, wire_dtype(state), count, HEADER.size)
+    _check_entries(entries, nodes)
+    return sender, entries
+
+
+def _check_header(view: memoryview, nodes: int, state: np.dtype) -> tuple[int, int]:
+    """The header's sender and entry count, once the header and the message's length agree
+    with this build and a cluster of ``nodes``."""
     if len(view) < HEADER.size:
         raise WireError(f"message of {len(view)} B is shorter than the {HEADER.size} B header")
     magic, version, _, hlen, sender, count, esize = HEADER.unpack_from(view, 0)
@@ -64,7 +73,12 @@ def decode(buf, nodes: int, state: np.dtype) -> tuple[int, np.ndarray]:
     expect = message_size(count, state)
     if len(view) != expect:
         raise WireError(f"message is {len(view)} B, its header announces {expect} B")
-    entries = np.frombuffer(view, wire_dtype(state), count, HEADER.size)
+    return sender, count
+
+
+def _check_entries(entries: np.ndarray, nodes: int) -> None:
+    """Refuse entries for unknown or repeated nodes, ages in the future and unknown flags."""
+    count = len(entries)
     idx = entries["node"]
     if count and int(idx.max()) >= nodes:
         raise WireError(f"entry for node {int(idx.max())} in a cluster of {nodes}")
@@ -75,4 +89,3 @@ def decode(buf, nodes: int, state: np.dtype) -> tuple[int, np.ndarray]:
         raise WireError("an entry's age is negative or not finite (a time in the future)")
     if (entries["flags"] != 0).any():
         raise WireError("unknown entry flags")
-    return sender, entries

@@ -105,36 +105,56 @@ def build(kind: str, size: str, opts: dict, description: str) -> Pattern:
             raise UsageError(f"unknown option(s) for graph: {', '.join(opts)}")
         return _graph(Path(size), nbytes)
     if kind == "alltoall":
-        try:
-            n = int(size)
-        except ValueError:
-            raise UsageError(f"alltoall size {size!r}: give the number of processes") from None
-        src, dst = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-        keep = src != dst
-        return _pattern(n, src[keep], dst[keep], nbytes, description, opts)
+        return _alltoall(size, nbytes, description, opts)
     dims = _dims(size, kind)
-    coords = np.array(list(itertools.product(*[range(d) for d in dims])))  # row-major
+    periodic = False
     if kind == "grid":
-        stencil = opts.pop("stencil", "star")
-        periodic = opts.pop("periodic", "no")
-        if stencil not in ("star", "edges") or periodic not in ("yes", "no"):
-            raise UsageError("grid takes stencil=star|edges and periodic=yes|no")
-        if stencil == "star":
-            offs = [o for o in itertools.product((-1, 0, 1), repeat=len(dims)) if any(o)]
-        else:
-            offs = [tuple(s if e == d else 0 for e in range(len(dims)))
-                    for d in range(len(dims)) for s in (-1, 1)]
-        return _offsets(dims, coords, np.array(offs), periodic == "yes", order, nbytes,
-                        description, opts)
-    if kind == "dimwise":
-        offs = [tuple(k if e == d else 0 for e in range(len(dims)))
-                for d in range(len(dims)) for k in range(-dims[d] + 1, dims[d]) if k]
-        return _offsets(dims, coords, np.array(offs), False, order, nbytes, description, opts)
+        offs, periodic = _grid_offsets(dims, opts)
+    elif kind == "dimwise":
+        offs = _dimwise_offsets(dims)
+    else:
+        offs = _diagonal_offsets(dims)
+    coords = np.array(list(itertools.product(*[range(d) for d in dims])))  # row-major
+    return _offsets(dims, coords, np.array(offs), periodic, order, nbytes, description, opts)
+
+
+def _alltoall(size: str, nbytes: float, description: str, opts: dict) -> Pattern:
+    try:
+        n = int(size)
+    except ValueError:
+        raise UsageError(f"alltoall size {size!r}: give the number of processes") from None
+    src, dst = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    keep = src != dst
+    return _pattern(n, src[keep], dst[keep], nbytes, description, opts)
+
+
+def _grid_offsets(dims: tuple[int, ...], opts: dict) -> tuple[list[tuple], bool]:
+    """The neighbour offsets of a grid pattern (its ``stencil=`` and ``periodic=`` options
+    taken out of ``opts``) and whether the grid wraps around."""
+    stencil = opts.pop("stencil", "star")
+    periodic = opts.pop("periodic", "no")
+    if stencil not in ("star", "edges") or periodic not in ("yes", "no"):
+        raise UsageError("grid takes stencil=star|edges and periodic=yes|no")
+    if stencil == "star":
+        offs = [o for o in itertools.product((-1, 0, 1), repeat=len(dims)) if any(o)]
+    else:
+        offs = [tuple(s if e == d else 0 for e in range(len(dims)))
+                for d in range(len(dims)) for s in (-1, 1)]
+    return offs, periodic == "yes"
+
+
+def _dimwise_offsets(dims: tuple[int, ...]) -> list[tuple]:
+    """Every other process along each axis (row, column and plane lines)."""
+    return [tuple(k if e == d else 0 for e in range(len(dims)))
+            for d in range(len(dims)) for k in range(-dims[d] + 1, dims[d]) if k]
+
+
+def _diagonal_offsets(dims: tuple[int, ...]) -> list[tuple]:
+    """Every other process on the two diagonals through a process of a 2-D grid."""
     if len(dims) != 2:
         raise UsageError("diagonal patterns are 2-D (e.g. diagonal 64x64)")
     m = max(dims)
-    offs = [(k, s * k) for k in range(-m + 1, m) if k for s in (1, -1)]
-    return _offsets(dims, coords, np.array(offs), False, order, nbytes, description, opts)
+    return [(k, s * k) for k in range(-m + 1, m) if k for s in (1, -1)]
 
 
 def _rank(coords: np.ndarray, dims: tuple, order: str) -> np.ndarray:

@@ -49,7 +49,7 @@ def geometric_sizes(text: str) -> list[int]:
             raise UsageError(f"--sizes {text!r}: need 1 <= START <= STOP and a factor > 1")
         sizes, s = [], float(lo)
         while s <= hi * (1 + 1e-9):
-            sizes.append(int(round(s)))
+            sizes.append(round(s))
             s *= factor
     if not sizes or min(sizes) < 1:
         raise UsageError("--sizes: every message size must be at least 1 byte")
@@ -93,7 +93,36 @@ def run(comm, ks: list[int], sizes: list[int], repeat: int = 5, mode: str = "pin
 
     if mode not in MODES:
         raise UsageError(f"mode must be one of {', '.join(MODES)}")
-    node, local = layout(comm, pseudo)
+    node, _ = layout(comm, pseudo)
+    nodes, side_a, side_b = _sides(node, ks)
+    rows = []
+    for k in ks:
+        rows += _measure_pairs(comm, list(zip(side_a[:k], side_b[:k], strict=True)), sizes,
+                               repeat, mode, min_time)
+    hosts = sorted(set(comm.allgather(MPI.Get_processor_name())))
+    gathered = comm.gather(rows, root=0)
+    if comm.Get_rank() != 0:
+        return None
+    # every participant measured the same max-reduced time: keep one copy per (k, n, r)
+    seen = {}
+    for part in gathered:
+        for k, n, r, t in part:
+            seen[(k, n, r)] = t
+    out = [{"k": k, "n": n, "repetition": r, "seconds": t, "bytes_per_s": k * n / t}
+           for (k, n, r), t in sorted(seen.items())]
+    meta = {"mpi_library": MPI.Get_library_version().strip().splitlines()[0],
+            "mpi_version": ".".join(map(str, MPI.Get_version())), "mode": mode,
+            "ranks": comm.Get_size(), "nodes": len(nodes),
+            "pairs_max": min(len(side_a), len(side_b)),
+            "processes_per_node": [int(np.sum(node == x)) for x in nodes],
+            "pseudo_nodes": None if pseudo is None else f"{pseudo[0]}x{pseudo[1]}",
+            "repeat": repeat, "min_time_s": min_time, "hosts": hosts}
+    return {"rows": out, "meta": meta}
+
+
+def _sides(node: np.ndarray, ks: list[int]) -> tuple[list, list[int], list[int]]:
+    """The node ids, and the ranks of the first two nodes, which the pairs connect; refuses
+    a layout of one node or a k beyond the ranks of a node."""
     nodes = sorted(set(node.tolist()))
     if len(nodes) < 2:
         raise UsageError("the benchmark needs ranks on two nodes: run across two nodes, or "
@@ -105,47 +134,37 @@ def run(comm, ks: list[int], sizes: list[int], repeat: int = 5, mode: str = "pin
     if max(ks) > kmax or min(ks) < 1:
         raise UsageError(f"k must lie in 1..{kmax}: nodes {a} and {b} have {len(side_a)} and "
                          f"{len(side_b)} ranks")
+    return nodes, side_a, side_b
+
+
+def _measure_pairs(comm, pairs: list[tuple[int, int]], sizes: list[int], repeat: int,
+                   mode: str, min_time: float) -> list[tuple]:
+    """All ``pairs`` exchange messages of every size at once; returns this rank's rows
+    (k, n, repetition, seconds), none if it is in no pair. Collective over ``comm``."""
+    from mpi4py import MPI
+
     rank = comm.Get_rank()
+    k = len(pairs)
+    mine = [(p, q) for p, q in pairs if rank in (p, q)]
+    sub = comm.Split(0 if mine else MPI.UNDEFINED, rank)
     rows = []
-    for k in ks:
-        pairs = list(zip(side_a[:k], side_b[:k], strict=True))
-        mine = [(p, q) for p, q in pairs if rank in (p, q)]
-        color = 0 if mine else MPI.UNDEFINED
-        sub = comm.Split(color, rank)
-        for n in sizes:
-            sleeping_barrier(comm)
-            if not mine:
-                continue
-            partner = mine[0][1] if mine[0][0] == rank else mine[0][0]
-            first = mine[0][0] == rank
-            buf = np.zeros(n, np.uint8)
-            ack = np.zeros(0, np.uint8)
-            one = _exchange(comm, sub, buf, ack, partner, first, 1, mode)  # warm-up
-            iters = max(1, min(10000, math.ceil(min_time / max(one, 1e-7))))
-            _exchange(comm, sub, buf, ack, partner, first, iters, mode)
-            for r in range(repeat):
-                t = _exchange(comm, sub, buf, ack, partner, first, iters, mode)
-                rows.append((k, n, r, t))
-        if sub != MPI.COMM_NULL:
-            sub.Free()
-    hosts = sorted(set(comm.allgather(MPI.Get_processor_name())))
-    gathered = comm.gather(rows, root=0)
-    if rank != 0:
-        return None
-    # every participant measured the same max-reduced time: keep one copy per (k, n, r)
-    seen = {}
-    for part in gathered:
-        for k, n, r, t in part:
-            seen[(k, n, r)] = t
-    out = [{"k": k, "n": n, "repetition": r, "seconds": t, "bytes_per_s": k * n / t}
-           for (k, n, r), t in sorted(seen.items())]
-    meta = {"mpi_library": MPI.Get_library_version().strip().splitlines()[0],
-            "mpi_version": ".".join(map(str, MPI.Get_version())), "mode": mode,
-            "ranks": comm.Get_size(), "nodes": len(nodes), "pairs_max": kmax,
-            "processes_per_node": [int(np.sum(node == x)) for x in nodes],
-            "pseudo_nodes": None if pseudo is None else f"{pseudo[0]}x{pseudo[1]}",
-            "repeat": repeat, "min_time_s": min_time, "hosts": hosts}
-    return {"rows": out, "meta": meta}
+    for n in sizes:
+        sleeping_barrier(comm)
+        if not mine:
+            continue
+        partner = mine[0][1] if mine[0][0] == rank else mine[0][0]
+        first = mine[0][0] == rank
+        buf = np.zeros(n, np.uint8)
+        ack = np.zeros(0, np.uint8)
+        one = _exchange(comm, sub, buf, ack, partner, first, 1, mode)  # warm-up
+        iters = max(1, min(10000, math.ceil(min_time / max(one, 1e-7))))
+        _exchange(comm, sub, buf, ack, partner, first, iters, mode)
+        for r in range(repeat):
+            t = _exchange(comm, sub, buf, ack, partner, first, iters, mode)
+            rows.append((k, n, r, t))
+    if sub != MPI.COMM_NULL:
+        sub.Free()
+    return rows
 
 
 def _exchange(comm, sub, buf, ack, partner, first, iters, mode) -> float:

@@ -71,35 +71,20 @@ def link_loads(torus: Torus, src, dst, volume=1.0, routing: str = "adaptive",
     node ``src[i]`` to node ``dst[i]`` of ``volume[i]`` bytes."""
     if routing not in ROUTINGS:
         raise UsageError(f"routing must be one of {', '.join(ROUTINGS)}, not {routing!r}")
-    D = torus.ndims
-    order = tuple(range(D)) if order is None else tuple(order)
-    if sorted(order) != list(range(D)):
-        raise UsageError(f"a dimension order names each of the {D} dimensions once")
+    order = _dimension_order(order, torus.ndims)
     src = np.asarray(src).ravel()
     dst = np.asarray(dst).ravel()
     vol = np.broadcast_to(np.asarray(volume, float), src.shape)
-    load = np.zeros(torus.nlinks)
-    streams = np.zeros(torus.nlinks)
     moving = src != dst
     src, dst, vol = src[moving], dst[moving], vol[moving]
     if len(src) == 0:
-        return load, streams
+        return np.zeros(torus.nlinks), np.zeros(torus.nlinks)
     hops, sign, tie = torus.offsets(src, dst, half)
     if half == "positive":
         tie = np.zeros_like(tie)
-    # one integer per offset group: 8 bits per dimension (hops, direction, half-ring)
-    if int(hops.max()) >= 64 or D > 7:
-        raise UsageError("routes of 64 hops or more per dimension, or more than 7 "
-                         "dimensions, are beyond this model")
-    code = hops.astype(np.int64) | ((sign > 0).astype(np.int64) << 6) | (
-        tie.astype(np.int64) << 7)
-    key = np.zeros(len(src), np.int64)
-    for d in range(D):
-        key |= code[:, d] << (8 * d)
-    groups, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    shape = torus.dims
-    nodes = torus.nodes
-    spec_load = np.zeros((D, 2, *_rshape(shape)), complex)
+    groups, first, inverse = np.unique(_offset_keys(hops, sign, tie), return_index=True,
+                                       return_inverse=True)
+    spec_load = np.zeros((torus.ndims, 2, *_rshape(torus.dims)), complex)
     spec_streams = np.zeros_like(spec_load)
     cache = {}
     for g in range(len(groups)):
@@ -107,33 +92,79 @@ def link_loads(torus: Torus, src, dst, volume=1.0, routing: str = "adaptive",
         h = tuple(int(x) for x in hops[i])
         entries = _group_entries(h, sign[i], tie[i], routing, order, cache, torus)
         members = inverse == g
-        # the group's messages as fields over source nodes (first dimension fastest)
-        vol_field = np.bincount(src[members], weights=vol[members], minlength=nodes)
-        count_field = np.bincount(src[members], minlength=nodes).astype(float)
-        v_hat = np.fft.rfftn(vol_field.reshape(shape, order="F"))
-        c_hat = np.fft.rfftn(count_field.reshape(shape, order="F"))
-        for d in range(D):
-            for s_idx, sg in enumerate((-1, 1)):
-                sel = [e for e in entries if e[1] == d and e[2] == sg]
-                if not sel:
-                    continue
-                kern = np.zeros(shape)
-                ones = np.zeros(shape)
-                for pos, _, _, f in sel:
-                    at = tuple(p % n for p, n in zip(pos, shape, strict=True))
-                    kern[at] += f
-                    ones[at] = 1.0
-                spec_load[d, s_idx] += v_hat * np.fft.rfftn(kern)
-                spec_streams[d, s_idx] += c_hat * np.fft.rfftn(ones)
-    axes = tuple(range(D))
+        _add_group(spec_load, spec_streams, entries, src[members], vol[members], torus)
+    return _loads_from_spectra(spec_load, spec_streams, torus)
+
+
+def _dimension_order(order: tuple | None, ndims: int) -> tuple:
+    """The order of dimension-ordered routing: the natural one by default."""
+    order = tuple(range(ndims)) if order is None else tuple(order)
+    if sorted(order) != list(range(ndims)):
+        raise UsageError(f"a dimension order names each of the {ndims} dimensions once")
+    return order
+
+
+def _offset_keys(hops: np.ndarray, sign: np.ndarray, tie: np.ndarray) -> np.ndarray:
+    """One integer per message naming its offset group: 8 bits per dimension (hops,
+    direction, half-ring)."""
+    ndims = hops.shape[1]
+    if int(hops.max()) >= 64 or ndims > 7:
+        raise UsageError("routes of 64 hops or more per dimension, or more than 7 "
+                         "dimensions, are beyond this model")
+    code = hops.astype(np.int64) | ((sign > 0).astype(np.int64) << 6) | (
+        tie.astype(np.int64) << 7)
+    key = np.zeros(len(hops), np.int64)
+    for d in range(ndims):
+        key |= code[:, d] << (8 * d)
+    return key
+
+
+def _add_group(spec_load, spec_streams, entries, src, vol, torus: Torus) -> None:
+    """Add to the spectra (per link dimension and direction) the loads of one offset group:
+    its messages from nodes ``src`` of volumes ``vol`` follow the flow pattern ``entries``."""
+    shape = torus.dims
+    # the group's messages as fields over source nodes (first dimension fastest)
+    vol_field = np.bincount(src, weights=vol, minlength=torus.nodes)
+    count_field = np.bincount(src, minlength=torus.nodes).astype(float)
+    v_hat = np.fft.rfftn(vol_field.reshape(shape, order="F"))
+    c_hat = np.fft.rfftn(count_field.reshape(shape, order="F"))
+    for d in range(torus.ndims):
+        for s_idx, sg in enumerate((-1, 1)):
+            sel = [e for e in entries if e[1] == d and e[2] == sg]
+            if not sel:
+                continue
+            kern, ones = _pattern_fields(sel, shape)
+            spec_load[d, s_idx] += v_hat * np.fft.rfftn(kern)
+            spec_streams[d, s_idx] += c_hat * np.fft.rfftn(ones)
+
+
+def _pattern_fields(entries, shape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """The flow pattern of one link dimension and direction as fields over relative
+    positions: the fraction of the traffic, and 1 where the links are used."""
+    kern = np.zeros(shape)
+    ones = np.zeros(shape)
+    for pos, _, _, f in entries:
+        at = tuple(p % n for p, n in zip(pos, shape, strict=True))
+        kern[at] += f
+        ones[at] = 1.0
+    return kern, ones
+
+
+def _loads_from_spectra(spec_load, spec_streams, torus: Torus) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes and streams per directed link from the summed spectra."""
+    ndims, shape, nodes = torus.ndims, torus.dims, torus.nodes
+    load = np.zeros(torus.nlinks)
+    streams = np.zeros(torus.nlinks)
+    axes = tuple(range(ndims))
     # the load of link (node, d, s) is the circular convolution of the source fields with
     # the group's flow pattern: exact on a torus, and on a mesh minimal routes never wrap
-    for d in range(D):
+    for d in range(ndims):
         for s_idx in range(2):
+            links = (np.arange(nodes) * ndims + d) * 2 + s_idx
             part = np.fft.irfftn(spec_load[d, s_idx], s=shape, axes=axes).reshape(-1, order="F")
-            load[(np.arange(nodes) * D + d) * 2 + s_idx] = part
+            load[links] = part
             cnt = np.fft.irfftn(spec_streams[d, s_idx], s=shape, axes=axes).reshape(-1, order="F")
-            streams[(np.arange(nodes) * D + d) * 2 + s_idx] = np.rint(cnt)
+            streams[links] = np.rint(cnt)
     load[np.abs(load) < 1e-9 * max(1.0, float(np.abs(load).max()))] = 0.0
     return load, streams
 
@@ -196,7 +227,7 @@ def _adaptive_signed(h, s, tie):
                     links.append((d, int(np.sign(pos[d])) if done else int(s[d])))
             for d, sg in links:
                 out[(pos, d, sg)] += f / len(links)
-                step = pos[:d] + (pos[d] + sg,) + pos[d + 1:]
+                step = (*pos[:d], pos[d] + sg, *pos[d + 1:])
                 nxt[step] += f / len(links)
         flow = nxt
     return [(pos, d, sg, f) for (pos, d, sg), f in out.items()]
