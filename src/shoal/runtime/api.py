@@ -4,14 +4,24 @@ mode). Every rank runs ``shoal.start(main)``; ``main`` runs on PE 0 and the othe
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
 from shoal.runtime.context import current
 from shoal.runtime.futures import Future
 from shoal.runtime.maps import OnPE
 from shoal.runtime.pe import Runtime
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
 
+if TYPE_CHECKING:
+    from mpi4py import MPI
 
-def start(main, *args, comm=None, **options) -> None:
+    from shoal.runtime.chare import Chare
+    from shoal.runtime.maps import ArrayMap
+
+
+def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = None,
+          **options: Any) -> None:
     """Run the runtime on every rank of ``comm`` (default MPI_COMM_WORLD) until
     :func:`exit` or until ``main`` returns; ``main(*args)`` runs on PE 0, as a coroutine if
     it is an ``async def``. ``options`` go to :class:`~shoal.runtime.pe.Runtime`
@@ -27,20 +37,22 @@ def exit() -> None:
     current().exit()
 
 
-def Array(cls, dims=None, *, ndims=None, args=(), map="block") -> CollectionProxy:  # noqa: N802
+def Array(cls: type[Chare], dims: int | tuple[int, ...] | list[int] | None = None,  # noqa: N802
+          *, ndims: int | None = None, args: Iterable[Any] = (),
+          map: ArrayMap = "block") -> CollectionProxy:
     """Create a chare array of ``cls`` on every PE: dense with ``dims`` (1 to 6 of them;
     element ``i`` starts on its home PE given by ``map``), or empty with ``ndims`` and
     filled by ``insert``. Each element is built with ``cls(*args)``."""
     return current().location.create("array", cls, dims, ndims, tuple(args), map)
 
 
-def Group(cls, *, args=()) -> CollectionProxy:  # noqa: N802
+def Group(cls: type[Chare], *, args: Iterable[Any] = ()) -> CollectionProxy:  # noqa: N802
     """Create one ``cls(*args)`` per PE; member ``p`` is ``group[p]`` and never migrates."""
     rt = current()
     return rt.location.create("group", cls, (rt.npes,), None, tuple(args), "block")
 
 
-def create(cls, *, args=(), pe: int = 0) -> ElementProxy:
+def create(cls: type[Chare], *, args: Iterable[Any] = (), pe: int = 0) -> ElementProxy:
     """Create a single chare on PE ``pe`` and return its proxy."""
     rt = current()
     return rt.location.create("array", cls, (1,), None, tuple(args), OnPE(pe))[0]
@@ -70,6 +82,6 @@ def num_pes() -> int:
     return current().npes
 
 
-def stats() -> dict:
+def stats() -> dict[str, Any]:
     """This PE's instrumentation (see :meth:`shoal.runtime.pe.Runtime.stats`)."""
     return current().stats()

@@ -8,6 +8,7 @@ and arrive in the order they were sent.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 from shoal.errors import UsageError
@@ -17,6 +18,7 @@ from shoal.runtime.protocol import CHANNEL
 from shoal.runtime.proxy import ElementProxy
 
 if TYPE_CHECKING:
+    from shoal.runtime.chare import Chare
     from shoal.runtime.collection import Slot
 
 
@@ -26,7 +28,7 @@ class Channel:
 
     __slots__ = ("key", "remote")
 
-    def __init__(self, chare: Any, remote: ElementProxy, name: Any = 0):
+    def __init__(self, chare: Chare, remote: ElementProxy, name: Hashable = 0):
         if not isinstance(remote, ElementProxy):
             raise UsageError(f"a channel connects to one element (arr[i]), not {remote!r}")
         me = (chare._slot.coll.cid, chare._slot.index)
@@ -54,7 +56,7 @@ class Channel:
         return fut
 
 
-def deliver(slot: Slot, key: tuple, value: Any) -> None:
+def deliver(slot: Slot, key: tuple[Any, ...], value: Any) -> None:
     """A value arrived at element ``slot`` on channel ``key``: to the oldest pending
     receive, else into the channel's buffer (which migrates with the element)."""
     waiters = slot.waiting.get(key)

@@ -13,7 +13,8 @@ the new PE after arrival.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from shoal.runtime.channel import deliver
 from shoal.runtime.context import current
@@ -22,6 +23,7 @@ from shoal.runtime.proxy import CollectionProxy, ElementProxy
 
 if TYPE_CHECKING:
     from shoal.runtime.collection import Slot
+    from shoal.runtime.reducers import ReducerLike
 
 
 class Chare:
@@ -30,7 +32,7 @@ class Chare:
     _slot: Slot  # set by the runtime before __init__ runs
 
     @property
-    def thisIndex(self) -> tuple:  # noqa: N802 - the name Charm++ programmers know
+    def thisIndex(self) -> tuple[int, ...]:  # noqa: N802 - the name Charm++ programmers know
         return self._slot.index
 
     @property
@@ -47,14 +49,15 @@ class Chare:
         chare is suspended): no message to it is lost, duplicated or reordered."""
         current().migration.request(self._slot, pe)
 
-    def contribute(self, value, reducer, target) -> None:
+    def contribute(self, value: Any, reducer: ReducerLike,
+                   target: Future | Callable[[Any], Any]) -> None:
         """Take part in the next reduction of this array or group: ``value`` is combined
         with every other element's by ``reducer`` (a :class:`shoal.Reducer` or a two-argument
         function) and the result goes to ``target``: a Future, or a proxy's method (an
         element's, or a whole array's for a broadcast)."""
         current().reductions.contribute(self._slot, value, reducer, target)
 
-    def allreduce(self, value, reducer) -> Future:
+    def allreduce(self, value: Any, reducer: ReducerLike) -> Future:
         """Contribute to a reduction whose result every element receives: ``total = await
         self.allreduce(x, shoal.Reducer.max)`` (the result is broadcast back)."""
         fut = current().future()
@@ -62,19 +65,19 @@ class Chare:
         self.contribute(value, reducer, self.thisProxy._shoal_allreduce)
         return fut
 
-    def _shoal_allreduce(self, value) -> None:
+    def _shoal_allreduce(self, value: Any) -> None:
         self._slot.allreduce.popleft().send(value)
 
     def on_migrated(self) -> None:
         """Called on the new PE after a migration."""
 
-    def _shoal_channel(self, key, value) -> None:
+    def _shoal_channel(self, key: tuple[Any, ...], value: Any) -> None:
         deliver(self._slot, key, value)
 
     def _shoal_delete(self) -> None:
         current().location.delete_here(self._slot)
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__
         if "_slot" in state:  # migration takes it out before pickling: no copy then
             state = state.copy()

@@ -9,9 +9,15 @@ cache locations (``cache``) and are corrected when a message had to be forwarded
 from __future__ import annotations
 
 from collections import deque
+from typing import TYPE_CHECKING, Any
 
 from shoal.runtime.maps import home
 from shoal.runtime.proxy import proxy_classes
+
+if TYPE_CHECKING:
+    from shoal.runtime.chare import Chare
+    from shoal.runtime.futures import Future
+    from shoal.runtime.maps import ArrayMap
 
 HISTORY = 256  # broadcasts a PE keeps to replay to elements that migrate in behind them
 
@@ -44,29 +50,33 @@ class Slot:
         "waiting",
     )
 
-    def __init__(self, coll: Collection, index: tuple):
+    def __init__(self, coll: Collection, index: tuple[int, ...]):
         self.coll = coll
         self.index = index
-        self.key = (coll.cid, index)
-        self.obj = None
-        self.expected: dict = {}
-        self.ooo: dict = {}
-        self.out: dict = {}
+        # (cid, index); Any: senders' keys mix it with PEs' keys, (-1, pe)
+        self.key: tuple[int, Any] = (coll.cid, index)
+        # the chare: None only until whoever makes the slot sets it, right after
+        self.obj: Chare = None  # type: ignore[assignment]
+        # sequence numbers and early messages, by sender key (an element's, or (-1, pe))
+        self.expected: dict[tuple[int, Any], int] = {}
+        self.ooo: dict[tuple[tuple[int, Any], int], Any] = {}  # (src, seq) -> INVOKE envelope
+        self.out: dict[tuple[int, tuple[int, ...]], list[int]] = {}  # dst -> [messages, bytes]
         self.redno = 0
         self.bcast = 0
         self.active = 0  # suspended coroutines
         self.migrate_to: int | None = None  # where to move once its calls have returned
-        self.chan: dict = {}  # channel key -> deque of values that arrived
-        self.waiting: dict = {}  # channel key -> deque of futures of pending receives
-        self.allreduce: deque = deque()  # futures of this element's pending allreduces
-        self.stats: dict = {}  # method -> [calls, wall seconds, cpu seconds]
+        self.chan: dict[tuple[Any, ...], deque[Any]] = {}  # channel key -> values arrived
+        # channel key -> futures of pending receives
+        self.waiting: dict[tuple[Any, ...], deque[Future]] = {}
+        self.allreduce: deque[Future] = deque()  # futures of this element's pending allreduces
+        self.stats: dict[str, list[float]] = {}  # method -> [calls, wall seconds, cpu seconds]
 
-    def pack(self, queued: list) -> tuple:
+    def pack(self, queued: list[tuple[int, Any]]) -> tuple[Any, ...]:
         """The migrating state (the object itself travels beside it)."""
         return (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan,
                 self.stats, queued)
 
-    def unpack(self, state: tuple) -> list:
+    def unpack(self, state: tuple[Any, ...]) -> list[tuple[int, Any]]:
         (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan, self.stats,
          queued) = state
         return queued
@@ -75,36 +85,40 @@ class Slot:
 class Collection:
     """One PE's part of an array (``kind == "array"``) or group (``"group"``)."""
 
-    def __init__(self, cid: int, kind: str, cls, ndims: int, dims, mapping, npes: int):
+    def __init__(self, cid: int, kind: str, cls: type[Chare], ndims: int,
+                 dims: tuple[int, ...] | None, mapping: ArrayMap, npes: int):
         self.cid = cid
         self.kind = kind
-        self.cls = cls
+        # a type[Chare], declared Any: Location.construct calls ``obj.__init__(*args)`` on the
+        # new instance, which mypy rejects on a Chare (a subclass's __init__ may differ)
+        self.cls: Any = cls
         self.ndims = ndims
         self.dims = dims
         self.map = mapping
         self.npes = npes
         self.proxy = proxy_classes(cls)[1](cid, ndims)
-        self.local: dict[tuple, Slot] = {}
-        self.cache: dict[tuple, int] = {}
-        self.forward: dict[tuple, int] = {}
-        self.where: dict[tuple, int] = {}  # elements of this home PE that are elsewhere
-        self.absent: dict[tuple, list] = {}  # home: messages for elements not yet inserted
-        self.deleted: set = set()  # home: elements deleted
+        self.local: dict[tuple[int, ...], Slot] = {}
+        self.cache: dict[tuple[int, ...], int] = {}
+        self.forward: dict[tuple[int, ...], int] = {}
+        self.where: dict[tuple[int, ...], int] = {}  # elements of this home PE that are elsewhere
+        # home: messages for elements not yet inserted
+        self.absent: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}
+        self.deleted: set[tuple[int, ...]] = set()  # home: elements deleted
         self.bcast_count = 0
-        self.history: deque = deque(maxlen=HISTORY)
+        self.history: deque[tuple[Any, ...]] = deque(maxlen=HISTORY)  # BCAST envelopes
         # reductions: this PE's partial results, and how many local elements are done
-        self.partial: dict[int, list] = {}
+        self.partial: dict[int, list[Any]] = {}  # [value, count, reducer, target]
         self.done: dict[int, int] = {}
         # the root (PE 0) only
-        self.total: dict[int, list] = {}
+        self.total: dict[int, list[Any]] = {}
         self.size = 0 if dims is None else _count(dims)
         self.size_events: list[tuple[int, int]] = []  # (first reduction, +1 or -1)
         self.members = self.size  # elements that will run the next broadcast
-        self.rets: dict[int, list] = {}  # broadcast -> [future, {index: value}, elements]
-        self.completed: set = set()
+        self.rets: dict[int, list[Any]] = {}  # broadcast -> [future, {index: value}, elements]
+        self.completed: set[int] = set()
         self.next_red = 0
 
-    def home(self, index: tuple) -> int:
+    def home(self, index: tuple[int, ...]) -> int:
         return home(self.map, index, self.dims, self.npes)
 
     def expected(self, r: int) -> int:
@@ -128,7 +142,7 @@ class Collection:
         self.size_events = keep
 
 
-def _count(dims: tuple) -> int:
+def _count(dims: tuple[int, ...]) -> int:
     n = 1
     for d in dims:
         n *= d

@@ -9,8 +9,14 @@ blocked could not deliver the message that unblocks it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine, Generator
+from typing import TYPE_CHECKING, Any
+
 from shoal.errors import ShoalError
 from shoal.runtime.context import current
+
+if TYPE_CHECKING:
+    from shoal.runtime.collection import Slot
 
 
 class Future:
@@ -23,21 +29,21 @@ class Future:
         self.pe = pe
         self.fid = fid
         self.done = False
-        self.value = None
-        self.waiters: list = []
+        self.value: Any = None
+        self.waiters: list[Task] = []  # coroutines of this PE that await it
 
-    def send(self, value=None) -> None:
+    def send(self, value: Any = None) -> None:
         """Provide the value (from any PE)."""
         current().resolve(self.pe, self.fid, value)
 
-    def __await__(self):
+    def __await__(self) -> Generator[Future, Any, Any]:
         if not self.done:
             if self.fid not in _owner_table():
                 raise ShoalError(f"a future may only be awaited on its own PE ({self.pe})")
             yield self
         return self.value
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[int, int], Future], tuple[int, int]]:
         return (_rebuild, (self.pe, self.fid))
 
     def __repr__(self) -> str:
@@ -45,7 +51,7 @@ class Future:
         return f"Future(pe={self.pe}, id={self.fid}, {state})"
 
 
-def _owner_table() -> dict:
+def _owner_table() -> dict[int, Future]:
     return current().futures
 
 
@@ -64,7 +70,8 @@ class Task:
 
     __slots__ = ("coro", "fut", "name", "slot")
 
-    def __init__(self, coro, slot, fut, name: str):
+    def __init__(self, coro: Coroutine[Any, Any, Any], slot: Slot | None,
+                 fut: Future | BroadcastReturn | None, name: str):
         self.coro = coro
         self.slot = slot
         self.fut = fut  # receives the coroutine's return value, or None

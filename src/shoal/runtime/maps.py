@@ -10,28 +10,38 @@ insertion) and indices outside ``dims`` are homed by a hash of the index.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shoal.errors import UsageError
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeAlias
+
+    # an array's map: a built-in one by name, or a function ``f(index, dims, npes) -> pe``
+    ArrayMap: TypeAlias = (
+        str | Callable[[tuple[int, ...], tuple[int, ...], int], int | np.integer[Any]])
+
 MAPS = ("block", "round_robin")
 
 
-def check_map(m) -> None:
+def check_map(m: object) -> None:
     if m not in MAPS and not callable(m):
         raise UsageError(f"map must be one of {', '.join(MAPS)} or a function "
                          f"f(index, dims, npes) -> pe, not {m!r}")
 
 
-def _hashed(index: tuple, npes: int) -> int:
+def _hashed(index: tuple[int, ...], npes: int) -> int:
     h = 0
     for i in index:
         h = (h * 1_000_003 + i) & 0xFFFFFFFF
     return (h ^ (h >> 16)) % npes
 
 
-def home(m, index: tuple, dims: tuple | None, npes: int) -> int:
+def home(m: ArrayMap, index: tuple[int, ...], dims: tuple[int, ...] | None,
+         npes: int) -> int:
     """The home PE of ``index`` (plain Python: it runs on the send path)."""
     if dims is None or len(index) != len(dims):
         return _hashed(index, npes)
@@ -51,7 +61,8 @@ def home(m, index: tuple, dims: tuple | None, npes: int) -> int:
     return lin * npes // math.prod(dims)
 
 
-def local_indices(m, dims: tuple, npes: int, pe: int) -> list[tuple]:
+def local_indices(m: ArrayMap, dims: tuple[int, ...], npes: int,
+                  pe: int) -> list[tuple[int, ...]]:
     """The indices of a dense array whose home is ``pe`` (vectorised for built-in maps)."""
     total = math.prod(dims)
     if callable(m):
@@ -72,5 +83,5 @@ class OnPE:
     def __init__(self, pe: int):
         self.pe = pe
 
-    def __call__(self, index: tuple, dims: tuple, npes: int) -> int:
+    def __call__(self, index: tuple[int, ...], dims: tuple[int, ...], npes: int) -> int:
         return self.pe

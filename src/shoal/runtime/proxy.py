@@ -17,15 +17,21 @@ after a large message has run the caches cold.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from shoal.errors import UsageError
 from shoal.runtime.context import _Process, current
 
+if TYPE_CHECKING:
+    from shoal.runtime.chare import Chare
+    from shoal.runtime.futures import Future
+    from shoal.runtime.pe import Runtime
+
 _PROXY_ATTRS = {"cid", "index", "ndims", "insert", "delete"}
 
 
-def normalize(index, ndims: int) -> tuple:
+def normalize(index: int | tuple[int, ...], ndims: int) -> tuple[int, ...]:
     """An element index as a tuple of ``ndims`` ints (``arr[3]`` means ``arr[(3,)]``)."""
     if type(index) is int and ndims == 1:
         return (index,)
@@ -41,79 +47,81 @@ class ElementProxy:
     """One element of an array or group: ``proxy.method(...)`` sends to it."""
 
     __slots__ = ("cid", "index")
-    _chare: Any = None  # the chare class, in each class's own subclass
+    _chare: ClassVar[type[Chare] | None] = None  # the chare class, in each class's own subclass
 
-    def __init__(self, cid: int, index: tuple):
+    def __init__(self, cid: int, index: tuple[int, ...]):
         self.cid = cid
         self.index = index
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:  # Any: entry methods are made at run time
         raise AttributeError(_missing(self._chare, name))
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return (isinstance(other, ElementProxy) and self.cid == other.cid
                 and self.index == other.index)
 
     def __hash__(self) -> int:
         return hash((self.cid, self.index))
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., ElementProxy], tuple[Any, ...]]:
         return (_rebuild_element, (self._chare, self.cid, self.index))
 
-    def __repr__(self) -> str:
-        return f"{self._chare.__name__}ElementProxy({self.cid}, {self.index})"
+    def __repr__(self) -> str:  # the class is named f"{chare.__name__}ElementProxy"
+        return f"{type(self).__name__}({self.cid}, {self.index})"
 
 
 class CollectionProxy:
     """A chare array or group. Index it for an element; call a method on it to broadcast."""
 
     __slots__ = ("cid", "ndims")
-    _chare: Any = None
-    _element = ElementProxy  # the element proxy class of the same chare class
+    _chare: ClassVar[type[Chare] | None] = None
+    # the element proxy class of the same chare class
+    _element: ClassVar[type[ElementProxy]] = ElementProxy
 
     def __init__(self, cid: int, ndims: int):
         self.cid = cid
         self.ndims = ndims
 
-    def __getitem__(self, index) -> ElementProxy:
+    def __getitem__(self, index: int | tuple[int, ...]) -> ElementProxy:
         if type(index) is int and self.ndims == 1:
             return self._element(self.cid, (index,))
         return self._element(self.cid, normalize(index, self.ndims))
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:  # Any: entry methods are made at run time
         raise AttributeError(_missing(self._chare, name))
 
-    def insert(self, index, args: tuple = (), pe: int | None = None) -> None:
+    def insert(self, index: int | tuple[int, ...], args: Iterable[Any] = (),
+               pe: int | None = None) -> None:
         """Create element ``index`` while the program runs, on ``pe`` (default: its home).
         It joins the reductions that follow the caller's next contribution, or the next
         reduction to complete when the caller is not an element of this array."""
         current().location.insert(self, normalize(index, self.ndims), tuple(args), pe)
 
-    def delete(self, index) -> None:
+    def delete(self, index: int | tuple[int, ...]) -> None:
         """Delete element ``index``; messages sent to it afterwards are an error, and
         broadcasts that reach it with its deletion are dropped."""
         current().location.delete(self, normalize(index, self.ndims))
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, CollectionProxy) and self.cid == other.cid
 
     def __hash__(self) -> int:
         return hash(self.cid)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., CollectionProxy], tuple[Any, ...]]:
         return (_rebuild_collection, (self._chare, self.cid, self.ndims))
 
-    def __repr__(self) -> str:
-        return f"{self._chare.__name__}Proxy({self.cid})"
+    def __repr__(self) -> str:  # the class is named f"{chare.__name__}Proxy"
+        return f"{type(self).__name__}({self.cid})"
 
 
-def _missing(chare, name: str) -> str:
+def _missing(chare: type[Chare] | None, name: str) -> str:
     if chare is None or name.startswith("__"):
         return name  # copy, pickle and friends probe dunder names
     return f"{chare.__name__} has no entry method {name!r} (its public methods are)"
 
 
-def entry_methods(chare) -> list[str]:
+def entry_methods(chare: type[Chare]) -> list[str]:
     """The entry methods of a chare class: its public methods and the runtime's own
     ``_shoal_*`` ones."""
     names = []
@@ -126,10 +134,10 @@ def entry_methods(chare) -> list[str]:
     return names
 
 
-def _sender(name: str):
+def _sender(name: str) -> Callable[..., Future | None]:
     """The element proxy's method that sends ``name``, the common case kept short."""
 
-    def send(self, *args, **kwargs):
+    def send(self: ElementProxy, *args: Any, **kwargs: Any) -> Future | None:
         rt = _Process.runtime or current()
         if kwargs:
             return _call(rt, self, name, args, kwargs)
@@ -140,26 +148,27 @@ def _sender(name: str):
     return send
 
 
-def _broadcaster(name: str):
+def _broadcaster(name: str) -> Callable[..., Future | None]:
     """The collection proxy's method that broadcasts ``name``."""
 
-    def broadcast(self, *args, **kwargs):
+    def broadcast(self: CollectionProxy, *args: Any, **kwargs: Any) -> Future | None:
         return _call(_Process.runtime or current(), self, name, args, kwargs)
 
     broadcast.__name__ = broadcast.__qualname__ = name
     return broadcast
 
 
-def _call(rt, proxy, name: str, args: tuple, kwargs: dict):
+def _call(rt: Runtime, proxy: ElementProxy | CollectionProxy, name: str, args: tuple[Any, ...],
+          kwargs: dict[str, Any]) -> Future | None:
     ret = kwargs.pop("ret", False)
     prio = kwargs.pop("prio", 0)
     return rt.call(proxy, name, args, kwargs or None, ret, prio)
 
 
-_CLASSES: dict = {}
+_CLASSES: dict[type[Chare], tuple[type[ElementProxy], type[CollectionProxy]]] = {}
 
 
-def proxy_classes(chare) -> tuple[type, type]:
+def proxy_classes(chare: type[Chare]) -> tuple[type[ElementProxy], type[CollectionProxy]]:
     """The element and collection proxy classes of chare class ``chare`` (made once)."""
     classes = _CLASSES.get(chare)
     if classes is None:
@@ -168,19 +177,21 @@ def proxy_classes(chare) -> tuple[type, type]:
         if clash:
             raise UsageError(f"{chare.__name__}: entry methods may not be named "
                              f"{', '.join(clash)} (proxies use these names); rename them")
-        element = type(f"{chare.__name__}ElementProxy", (ElementProxy,),
-                       {"__slots__": (), "_chare": chare,
-                        **{name: _sender(name) for name in names}})
-        collection = type(f"{chare.__name__}Proxy", (CollectionProxy,),
-                          {"__slots__": (), "_chare": chare, "_element": element,
-                           **{name: _broadcaster(name) for name in names}})
+        element = cast("type[ElementProxy]",
+                       type(f"{chare.__name__}ElementProxy", (ElementProxy,),
+                            {"__slots__": (), "_chare": chare,
+                             **{name: _sender(name) for name in names}}))
+        collection = cast("type[CollectionProxy]",
+                          type(f"{chare.__name__}Proxy", (CollectionProxy,),
+                               {"__slots__": (), "_chare": chare, "_element": element,
+                                **{name: _broadcaster(name) for name in names}}))
         classes = _CLASSES[chare] = (element, collection)
     return classes
 
 
-def _rebuild_element(chare, cid: int, index: tuple) -> ElementProxy:
+def _rebuild_element(chare: type[Chare], cid: int, index: tuple[int, ...]) -> ElementProxy:
     return proxy_classes(chare)[0](cid, index)
 
 
-def _rebuild_collection(chare, cid: int, ndims: int) -> CollectionProxy:
+def _rebuild_collection(chare: type[Chare], cid: int, ndims: int) -> CollectionProxy:
     return proxy_classes(chare)[1](cid, ndims)

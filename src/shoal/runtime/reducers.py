@@ -10,7 +10,8 @@ is any picklable two-argument function (define it at module level).
 from __future__ import annotations
 
 import operator
-from typing import ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -29,24 +30,32 @@ class Reducer:
     logical_or: ClassVar[Reducer]
     gather: ClassVar[Reducer]
 
-    def __init__(self, name: str, combine):
+    def __init__(self, name: str, combine: Callable[[Any, Any], Any]):
         self.name = name
         self.combine = combine
         Reducer._named[name] = self
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[str], Reducer], tuple[str]]:
         return (_named, (self.name,))
 
     def __repr__(self) -> str:
         return f"Reducer.{self.name}"
 
 
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    # what ``contribute`` and ``allreduce`` take: a Reducer or a two-argument function
+    ReducerLike: TypeAlias = Reducer | Callable[[Any, Any], Any]
+
+
 def _named(name: str) -> Reducer:
     return Reducer._named[name]
 
 
-def _elementwise(scalar, array):
-    def combine(a, b):
+def _elementwise(scalar: Callable[[Any, Any], Any],
+                 array: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def combine(a: Any, b: Any) -> Any:
         if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
             return array(a, b)
         return scalar(a, b)
@@ -54,7 +63,7 @@ def _elementwise(scalar, array):
     return combine
 
 
-def _gather(a, b):
+def _gather(a: list[Any], b: list[Any]) -> list[Any]:
     return a + b  # lists of (index, value), sorted once at the root
 
 
@@ -68,7 +77,7 @@ Reducer.logical_or = Reducer("logical_or", _elementwise(lambda a, b: bool(a or b
 Reducer.gather = Reducer("gather", _gather)
 
 
-def combiner(reducer):
+def combiner(reducer: ReducerLike) -> Callable[[Any, Any], Any]:
     """The two-argument combining function of a Reducer or of a user function."""
     if isinstance(reducer, Reducer):
         return reducer.combine

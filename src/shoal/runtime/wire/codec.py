@@ -8,17 +8,18 @@ dump and a load here): ``pack_args`` replaces small ones by their bytes and larg
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import numpy as np
 
 OOB_MIN = 8192  # bytes: smaller buffers are pickled in-band
 
 
-def pack_args(args: tuple) -> tuple | list:
+def pack_args(args: tuple[Any, ...]) -> tuple[Any, ...] | list[Any]:
     """``args`` unchanged, or, if it holds plain numeric numpy arrays, a list
     ``[args with those arrays replaced, (position, dtype, shape), ...]``: small arrays by
     their bytes, large ones by a ``PickleBuffer`` that leaves the pickle (out of band)."""
-    packed: list | None = None
+    packed: list[Any] | None = None
     for pos, a in enumerate(args):
         if type(a) is np.ndarray:
             code = _CODES.get(a.dtype)
@@ -35,7 +36,7 @@ def pack_args(args: tuple) -> tuple | list:
     return args if packed is None else packed
 
 
-def unpack_args(packed: list) -> tuple:
+def unpack_args(packed: list[Any]) -> tuple[Any, ...]:
     """The arguments ``pack_args`` packed, as writable arrays (large ones are views of the
     memory they were received into). A tuple: a list means packed arguments, and a message
     that waits out of order, or migrates, may be looked at again."""
@@ -51,5 +52,5 @@ def unpack_args(packed: list) -> tuple:
     return tuple(args)
 
 
-_CODES: dict = {}  # numeric dtype -> its str, for the sender
-_DTYPES: dict = {}  # and back, for the receiver
+_CODES: dict[np.dtype[Any], str] = {}  # numeric dtype -> its str, for the sender
+_DTYPES: dict[str, np.dtype[Any]] = {}  # and back, for the receiver

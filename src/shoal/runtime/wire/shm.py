@@ -21,8 +21,12 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
 
 TICKETS = 4096  # blocks in flight per PE; the flag bytes at the start of each segment
 ALIGN = 64  # bytes: blocks start on cache lines
@@ -72,14 +76,15 @@ class Blocks:
             free.insert(k, [off, n])
 
 
-def open_arena(comm, nbytes: int):
+def open_arena(comm: MPI.Intracomm, nbytes: int) -> SharedArena | None:
     """This PE's :class:`SharedArena` of ``nbytes`` (collective over ``comm``), or None
     when the PE is alone on its node or the MPI library cannot allocate the shared window
     on every PE of the node (then, after a warning, every buffer goes by MPI)."""
     from mpi4py import MPI
 
     nbytes = _lines(nbytes)  # every segment, so every block, on a cache line
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    # an Intracomm's split is an Intracomm (mpi4py's stubs say Comm, Comm.Split_type's type)
+    node = cast("MPI.Intracomm", comm.Split_type(MPI.COMM_TYPE_SHARED))
     if node.Get_size() == 1:
         node.Free()
         return None
@@ -97,6 +102,7 @@ def open_arena(comm, nbytes: int):
                              f"({why}); they go by MPI (shm_bytes=0 hides this warning)\n")
         node.Free()
         return None
+    assert win is not None  # every PE of the node has its segment (first == size)
     return SharedArena(comm, node, win, nbytes)
 
 
@@ -107,7 +113,7 @@ class SharedArena:
     node, ``win`` their shared window with ``nbytes`` of room for blocks in each segment.
     """
 
-    def __init__(self, comm, node, win, nbytes: int):
+    def __init__(self, comm: MPI.Intracomm, node: MPI.Intracomm, win: MPI.Win, nbytes: int):
         from mpi4py import MPI
 
         self.node = node
@@ -121,7 +127,8 @@ class SharedArena:
         self.base: dict[int, int] = {}  # comm rank -> address of its first block
         for node_rank, rank in enumerate(ranks):
             buf, _ = self.win.Shared_query(node_rank)
-            seg = np.frombuffer(buf, np.uint8, TICKETS + nbytes)
+            # mpi4py's buffer exports the buffer protocol; numpy's stubs do not list it
+            seg = np.frombuffer(buf, np.uint8, TICKETS + nbytes)  # type: ignore[call-overload]
             self.segs[rank] = seg.data  # a memoryview: item and slice stores cost less
             self.base[rank] = seg.ctypes.data + TICKETS
             if rank == me:
@@ -132,7 +139,8 @@ class SharedArena:
         self.tickets = list(range(TICKETS - 1, -1, -1))  # the lowest first
         self.high = 0  # tickets below this have been used
         self.live: dict[int, tuple[int, int]] = {}  # ticket -> (offset, bytes), in flight
-        self.held: list = []  # [view, owner, ticket] of blocks of other PEs handed out
+        # [ctypes array, owner, ticket] of blocks of other PEs handed out
+        self.held: list[list[Any]] = []
         self.calls = 0
 
     # ------------------------------------------------------------------ the sender's side

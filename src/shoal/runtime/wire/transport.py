@@ -23,12 +23,18 @@ from __future__ import annotations
 import pickle
 import struct
 import sys
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from shoal.errors import UsageError
 from shoal.runtime.wire.codec import OOB_MIN
 from shoal.runtime.wire.shm import open_arena
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
+
+    from shoal.runtime.wire.shm import SharedArena
 
 EAGER = 4096  # bytes: envelopes up to this size go by blocking MPI_Send (see module doc)
 POOL = 4  # receive buffers kept per size, reused once the program dropped every view
@@ -43,7 +49,7 @@ class Transport:
     """Point-to-point envelopes among the ranks of ``comm`` (duplicated: shoal's traffic
     never matches an application's receives)."""
 
-    def __init__(self, comm, shm_bytes: int = 0):
+    def __init__(self, comm: MPI.Intracomm, shm_bytes: int = 0):
         from mpi4py import MPI
 
         self._mpi = MPI
@@ -52,10 +58,10 @@ class Transport:
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self._status = MPI.Status()
-        self._reqs: list = []
-        self._keep: list = []
-        self._oob: list = []
-        self._pool: dict[int, list] = {}
+        self._reqs: list[MPI.Request] = []
+        self._keep: list[bytes | memoryview] = []  # what the requests read
+        self._oob: list[memoryview] = []
+        self._pool: dict[int, list[np.ndarray]] = {}
         self._callback = self._out_of_band
         self._isend = self.comm.Isend
         self._bsend = self.comm.Send
@@ -71,14 +77,14 @@ class Transport:
         self.arena = open_arena(self.comm, shm_bytes) if shm_bytes and self.size > 1 else None
         self.shm_peers = frozenset(() if self.arena is None else self.arena.base)
 
-    def _out_of_band(self, buf) -> bool:
+    def _out_of_band(self, buf: pickle.PickleBuffer) -> bool:
         raw = buf.raw()
         if raw.nbytes < OOB_MIN:
             return True  # in-band
         self._oob.append(raw)
         return False
 
-    def send(self, dest: int, env, shared: bool = True) -> int:
+    def send(self, dest: int, env: tuple[Any, ...], shared: bool = True) -> int:
         """Send ``env`` to rank ``dest``; returns the bytes put on the wire. ``shared=False``
         keeps its buffers out of the shared segment (for envelopes the receiver keeps)."""
         oob = self._oob
@@ -114,14 +120,15 @@ class Transport:
         self.bytes_sent += nbytes
         return nbytes
 
-    def _trailer(self, data: bytes, oob: list, arena) -> tuple[bytes, list]:
+    def _trailer(self, data: bytes, oob: list[memoryview],
+                 arena: SharedArena | None) -> tuple[bytes, list[memoryview]]:
         """Copy the out-of-band buffers of at least ``SHM_MIN`` bytes into this PE's shared
         segment (``arena``, or None), naming each buffer in a trailer after the pickle:
         ``(ticket, offset, bytes)``, ticket -1 for one that follows by MPI (smaller, no
         room, or another node), then their count. Returns the envelope and the buffers
         left for MPI."""
         fields: list[int] = []
-        rest = []
+        rest: list[memoryview] = []
         for raw in oob:
             where = arena.put(raw) if arena is not None and raw.nbytes >= SHM_MIN else None
             if where is None:
@@ -130,8 +137,8 @@ class Transport:
             else:
                 fields += (where[0], where[1], raw.nbytes)
                 self.bytes_shared += raw.nbytes
-        if len(rest) < len(oob):
-            arena.sync()  # the copies are visible before the envelope is
+        if len(rest) < len(oob):  # then blocks went into the arena: it is not None
+            cast("SharedArena", arena).sync()  # the copies are visible before the envelope is
         return data + struct.pack(f"<{len(fields) + 1}q", *fields, len(oob)), rest
 
     def reap(self, tries: int = 1) -> bool:
@@ -151,7 +158,7 @@ class Transport:
                     break
         return not reqs
 
-    def poll(self):
+    def poll(self) -> tuple[Any, ...] | None:
         """One envelope that has arrived, or None."""
         status = self._status
         msg = self._improbe(self._any, self._anytag, status)
@@ -170,7 +177,7 @@ class Transport:
         arena = self.arena
         if arena is not None:
             arena.sync()  # the sender's copies are seen before they are read
-        bufs = []
+        bufs: list[np.ndarray] = []
         for k in range(0, 3 * count, 3):
             ticket, off, n = fields[k:k + 3]
             if ticket < 0:
