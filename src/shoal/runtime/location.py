@@ -125,7 +125,7 @@ class Location:
         slot = self.construct(coll, index, args)
         slot.redno = start
         slot.bcast = bcast
-        self.arrived(coll, slot)
+        self.arrived(coll, [slot])
 
     def delete(self, proxy: CollectionProxy, index: tuple) -> None:
         """Send element ``index`` its deletion (ordered after the caller's earlier messages)."""
@@ -169,14 +169,19 @@ class Location:
         rt.broadcasts.size_changed(coll, last, delta)
 
     # ----------------------------------------------------------------- locations
-    def arrived(self, coll: Collection, slot: Slot) -> None:
-        """An element was created or migrated here: tell its home, deliver what it missed."""
-        h = coll.home(slot.index)
-        if h == self.rt.pe:
-            self.on_home((HOME, coll.cid, slot.index, self.rt.pe))
-        else:
-            self.rt.net.send(h, (HOME, coll.cid, slot.index, self.rt.pe))
-        self.rt.broadcasts.catch_up(coll, slot)
+    def arrived(self, coll: Collection, slots: list[Slot]) -> None:
+        """Elements were created or migrated here: deliver the broadcasts each missed and
+        tell their homes (one message per home PE)."""
+        rt = self.rt
+        homes: dict[int, list[tuple]] = {}
+        for slot in slots:
+            rt.broadcasts.catch_up(coll, slot)
+            homes.setdefault(coll.home(slot.index), []).append(slot.index)
+        for h, indices in homes.items():
+            if h == rt.pe:
+                self.on_home((HOME, coll.cid, indices, rt.pe))
+            else:
+                rt.net.send(h, (HOME, coll.cid, indices, rt.pe))
 
     def left(self, coll: Collection, slot: Slot, dest: int) -> None:
         """An element migrated from here to ``dest``: leave a forwarding pointer."""
@@ -186,22 +191,23 @@ class Location:
             coll.where[slot.index] = dest
 
     def on_home(self, env: tuple) -> None:
-        """At the home: the element is on ``pe`` now; messages that waited for it go."""
-        _, cid, index, pe = env
+        """At the home: the elements are on ``pe`` now; messages that waited for them go."""
+        _, cid, indices, pe = env
         rt = self.rt
         coll = rt.collection(cid, env)
         if coll is None:
             return
-        if pe == rt.pe:
-            coll.where.pop(index, None)
-        else:
-            coll.where[index] = pe
-        for waiting in coll.absent.pop(index, ()):
-            rt.processed += 1
+        for index in indices:
             if pe == rt.pe:
-                rt.on_invoke(waiting)
+                coll.where.pop(index, None)
             else:
-                rt.send(pe, waiting)
+                coll.where[index] = pe
+            for waiting in coll.absent.pop(index, ()):
+                rt.processed += 1
+                if pe == rt.pe:
+                    rt.on_invoke(waiting)
+                else:
+                    rt.send(pe, waiting)
 
     def on_loc(self, env: tuple) -> None:
         _, cid, index, pe = env

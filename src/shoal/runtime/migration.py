@@ -96,12 +96,21 @@ class Migration:
         """Elements arrive: each is rebuilt with its queue, then runs ``on_migrated()``."""
         _, items = env
         rt = self.rt
+        arrived: dict[int, list[Slot]] = {}
         for item in items:
             coll = rt.collection(item[0], (MIGRATE, [item]))
             if coll is not None:
-                self._arrive(coll, item)
+                arrived.setdefault(coll.cid, []).append(self._arrive(coll, item))
+        for cid, slots in arrived.items():
+            rt.location.arrived(rt.colls[cid], slots)
+        for slots in arrived.values():
+            for slot in slots:
+                saved = rt.enter(slot, "on_migrated")
+                slot.obj.on_migrated()
+                rt.leave(saved)
 
-    def _arrive(self, coll: Collection, item: tuple) -> None:
+    def _arrive(self, coll: Collection, item: tuple) -> Slot:
+        """Rebuild one element with its queued messages and those that may now follow."""
         rt = self.rt
         _, index, obj, state = item
         slot = Slot(coll, index)
@@ -111,13 +120,12 @@ class Migration:
         coll.local[index] = slot
         coll.forward.pop(index, None)
         rt.reductions.element_joined(coll, slot)
-        bcast = rt.broadcasts.run_bcast
-        for prio, qenv in queued:
-            rt.push(prio, bcast if qenv[0] == BCAST else rt.run_invoke, slot, qenv)
+        if queued:
+            bcast, invoke = rt.broadcasts.run_bcast, rt.run_invoke
+            rt.created += len(queued)
+            rt.queue.extend((prio, bcast if qenv[0] == BCAST else invoke, slot, qenv)
+                            for prio, qenv in queued)
         for src, seq in [k for k in slot.ooo if k[1] == slot.expected.get(k[0], 0)]:
             rt.accept(slot, slot.ooo.pop((src, seq)))
-        rt.location.arrived(coll, slot)
-        saved = rt.enter(slot, "on_migrated")
-        obj.on_migrated()
-        rt.leave(saved)
+        return slot
 

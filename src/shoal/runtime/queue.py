@@ -38,6 +38,16 @@ class Queue:
             self.arrivals += 1
             heapq.heappush(self.heap, (prio, self.arrivals, run, a, b))
 
+    def extend(self, entries: Iterable[tuple[int, Callable[[Any, Any], None], Any, Any]]
+               ) -> None:
+        """:meth:`push` each ``(prio, run, a, b)`` in order."""
+        fifo = self.fifo
+        for prio, run, a, b in entries:
+            if prio == 0:
+                fifo.append((run, a, b))
+            else:
+                self.push(prio, run, a, b)
+
     def pop(self) -> Entry:
         """The next entry (the queue is not empty)."""
         heap = self.heap
