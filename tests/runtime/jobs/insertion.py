@@ -1,0 +1,102 @@
+"""Elements inserted and deleted while the program runs (run by test_insertion.py):
+``python insertion.py NAME...``."""
+
+from runner import main
+
+import shoal
+from shoal import Reducer
+
+
+class Cell(shoal.Chare):
+    def __init__(self, level):
+        self.level = level
+
+    def refine(self):
+        i = self.thisIndex
+        if self.level == 0:
+            for k in range(2):
+                self.thisProxy.insert((i[0], i[1] * 2 + k + 10), args=(1,))
+
+    def value(self, fut):
+        self.contribute(1, Reducer.sum, fut)
+
+    def ping(self, fut):
+        fut.send(self.thisIndex)
+
+    def name(self):
+        return self.thisIndex
+
+
+async def ping(proxy):
+    fut = shoal.future()
+    proxy.ping(fut)
+    return await fut
+
+
+async def count(cells):
+    fut = shoal.future()
+    cells.value(fut)
+    return await fut
+
+
+def plant():
+    """Four level-0 cells (i, 0), on PE i % npes."""
+    cells = shoal.Array(Cell, ndims=2)
+    for i in range(4):
+        cells.insert((i, 0), args=(0,), pe=i % shoal.num_pes())
+    return cells
+
+
+async def grow(cells):
+    """Each cell of :func:`plant` inserts two level-1 cells (i, 10), (i, 11) itself, then
+    (0, 0) and (1, 10) are deleted: 10 cells."""
+    cells.refine()
+    await shoal.quiescence()
+    cells.delete((0, 0))
+    cells.delete((1, 10))
+    await shoal.quiescence()
+
+
+async def messages():
+    """A message sent right behind an insertion reaches the new element (it may arrive
+    before the insertion: the home keeps it); so does one to an element that another
+    element inserted."""
+    cells = plant()
+    assert await ping(cells[(3, 0)]) == (3, 0)
+    await grow(cells)
+    assert await ping(cells[(2, 11)]) == (2, 11)
+
+
+async def counts():
+    """Reductions count the elements inserted, by the main program and by elements, and
+    not those deleted."""
+    cells = plant()
+    await ping(cells[(3, 0)])  # as in messages: a message right behind the insertions
+    assert await count(cells) == 4
+    cells.refine()
+    await shoal.quiescence()
+    assert await count(cells) == 12
+    cells.delete((0, 0))
+    cells.delete((1, 10))
+    await shoal.quiescence()
+    assert await count(cells) == 10
+
+
+async def racing_broadcast():
+    """A broadcast with ``ret=True`` right behind an insertion and two deletions: the
+    inserted element answers; a deleted one answers if the broadcast reached it first (the
+    deletion may go through the element's home), and is not waited for otherwise."""
+    cells = plant()
+    await grow(cells)
+    cells.insert((9, 9), args=(0,), pe=1)
+    cells.delete((3, 0))
+    cells.delete((1, 0))
+    names = await cells.name(ret=True)
+    rest = [(2, 0), (0, 10), (0, 11), (1, 11), (2, 10), (2, 11), (3, 10), (3, 11), (9, 9)]
+    assert names == sorted(names) and len(set(names)) == len(names), names
+    assert set(names) - {(3, 0), (1, 0)} == set(rest), names
+    assert await cells.name(ret=True) == sorted(rest)
+
+
+if __name__ == "__main__":
+    main({"messages": messages, "counts": counts, "racing_broadcast": racing_broadcast})

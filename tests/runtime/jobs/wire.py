@@ -1,0 +1,52 @@
+"""Envelope tags around the shared-memory tag, lowered to 3 here on every PE (run by
+test_buffers.py on 2 ranks): ``python wire.py messages [--shm BYTES]``."""
+
+import pickle
+
+import numpy as np
+from runner import main
+
+import shoal
+from shoal.runtime.wire import transport
+
+
+class Taker(shoal.Chare):
+    def __init__(self):
+        self.got = []
+
+    def take(self, k, *arrays):
+        assert all((a == k + j).all() for j, a in enumerate(arrays)), k
+        self.got.append((k, len(arrays)))
+
+    def send_bad_then_good(self, fut):
+        other = self.thisProxy[1]
+        try:
+            other.take(-1, np.full(2000, -5.0), lambda: 0)  # an array set aside, then a failure
+        except (pickle.PicklingError, AttributeError):
+            pass
+        else:
+            raise AssertionError("a lambda pickled")
+        for k in range(4):  # the next messages carry their own arrays, in order
+            other.take(10 * k, *[np.full(2000 + 9000 * (j % 2), 10.0 * k + j)
+                                 for j in range(k + 1)])
+        fut.send(None)
+
+    def report(self):
+        return self.got
+
+
+async def messages():
+    """Messages with 1 to 4 out-of-band arrays (2, 3 and 4 around the tag) arrive intact and
+    in order; a send that fails to pickle, after setting an array aside, leaves nothing
+    behind."""
+    t = shoal.Array(Taker, 2, map="round_robin")
+    fut = shoal.future()
+    t[0].send_bad_then_good(fut)
+    await fut
+    await shoal.quiescence()
+    assert await t[1].report(ret=True) == [(0, 1), (10, 2), (20, 3), (30, 4)]
+
+
+if __name__ == "__main__":
+    transport.SHARED = 3  # on every PE
+    main({"messages": messages})

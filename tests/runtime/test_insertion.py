@@ -1,0 +1,15 @@
+"""Insertion and deletion of elements at run time on 3 ranks (jobs/insertion.py)."""
+
+from mpi_jobs import run_ok
+
+
+def test_a_message_sent_right_behind_an_insertion_reaches_the_new_element():
+    run_ok("insertion", 3, "messages")
+
+
+def test_reductions_count_the_elements_inserted_and_not_those_deleted():
+    run_ok("insertion", 3, "counts")
+
+
+def test_broadcast_with_ret_right_behind_insertion_and_deletion_waits_only_for_live_elements():
+    run_ok("insertion", 3, "racing_broadcast")
