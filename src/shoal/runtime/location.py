@@ -17,6 +17,7 @@ from shoal.errors import UsageError
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.maps import check_map, local_indices
 from shoal.runtime.protocol import (
+    B_NUM,
     CREATE,
     CREATE_ONE,
     DELETE,
@@ -139,12 +140,12 @@ class Location:
             raise UsageError("only array elements can be deleted")
         queued = rt.queue.take((slot,))[id(slot)]
         rt.processed += len(queued)
-        calls = sum(1 for _, env in queued if env[0] == INVOKE)
+        calls = sum(1 for env in queued if env[0] == INVOKE)
         if calls:
             raise UsageError(f"element {list(slot.index)} of {coll.cls.__name__} was deleted "
                              f"with {calls} message(s) still to run")
         # broadcasts that reached it with its deletion are dropped: it ran those before
-        last = min((env[2] for _, env in queued), default=slot.bcast + 1) - 1
+        last = min((env[B_NUM] for env in queued), default=slot.bcast + 1) - 1
         del coll.local[slot.index]
         rt.reductions.element_left(coll, slot)
         rt.send(coll.home(slot.index), (DELETED, coll.cid, slot.index))

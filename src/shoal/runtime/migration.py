@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from shoal.errors import UsageError
 from shoal.runtime.collection import Collection, Slot
-from shoal.runtime.protocol import BCAST, MIGRATE
+from shoal.runtime.protocol import B_PRIO, BCAST, I_PRIO, MIGRATE
 
 if TYPE_CHECKING:
     from shoal.runtime.pe import Runtime
@@ -78,7 +78,7 @@ class Migration:
         touched: dict[int, Collection] = {}
         for slot, dest in batch:
             coll = slot.coll
-            queued = taken[id(slot)]  # [(prio, INVOKE or BCAST envelope)]
+            queued = taken[id(slot)]  # INVOKE and BCAST envelopes, in queue order
             rt.processed += len(queued)  # they travel, and count again there
             del coll.local[slot.index]
             rt.location.left(coll, slot, dest)
@@ -123,8 +123,8 @@ class Migration:
         if queued:
             bcast, invoke = rt.broadcasts.run_bcast, rt.run_invoke
             rt.created += len(queued)
-            rt.queue.extend((prio, bcast if qenv[0] == BCAST else invoke, slot, qenv)
-                            for prio, qenv in queued)
+            rt.queue.extend((qenv[B_PRIO], bcast, slot, qenv) if qenv[0] == BCAST
+                            else (qenv[I_PRIO], invoke, slot, qenv) for qenv in queued)
         for src, seq in [k for k in slot.ooo if k[1] == slot.expected.get(k[0], 0)]:
             rt.accept(slot, slot.ooo.pop((src, seq)))
         return slot

@@ -7,8 +7,9 @@ with the method that handles it (``"manager.method"``: an attribute of the PE co
 Application work is counted when created and when processed; location updates and the
 detection's own waves are not, or quiescence could never be reached.
 
-The fields of the hot ``INVOKE`` envelope are read through the ``I_*`` constants; the other
-kinds are unpacked by name at the top of their handler.
+The fields of the hot ``INVOKE`` envelope are read through the ``I_*`` constants, those of
+a ``BCAST`` that waits in a queue through ``B_*``; otherwise envelopes are unpacked by name
+at the top of their handler.
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ COUNTED: tuple[bool, ...] = tuple(k.counted for k in KINDS)
 # sent it and ``hops`` how many times it was forwarded.
 I_CID, I_INDEX, I_METHOD, I_ARGS, I_KWARGS, I_SRC, I_SEQ, I_PRIO, I_FUT, I_SENDER, I_HOPS = (
     range(1, 12))
+
+# BCAST: (BCAST, cid, num, method, args, kwargs, prio, ret): broadcast number ``num`` of
+# the collection, ``ret`` whether the root gathers the return values
+B_NUM, B_PRIO = 2, 6
 
 ARITY = 4  # of the spanning trees over PEs
 CHANNEL = "_shoal_channel"  # the Chare methods that carry channel data and deletions

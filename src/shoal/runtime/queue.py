@@ -58,13 +58,13 @@ class Queue:
     def __len__(self) -> int:
         return len(self.fifo) + len(self.heap)
 
-    def take(self, targets: Iterable[object]) -> dict[int, list[tuple[int, Any]]]:
+    def take(self, targets: Iterable[object]) -> dict[int, list[Any]]:
         """Remove the entries whose first argument ``a`` is one of ``targets`` (elements'
-        slots) in one pass: ``{id(target): [(prio, b), ...]}`` in the order they would have
-        run among equal priorities (``b`` is the envelope, which says what to run).
-        Targets are matched by identity (the queue also holds envelopes, which cannot be
-        hashed)."""
-        taken: dict[int, list[tuple[int, Any]]] = {id(t): [] for t in targets}
+        slots) in one pass: ``{id(target): [b, ...]}`` in the order they would have run
+        among equal priorities (``b`` is the envelope, which says what to run and at which
+        priority). Targets are matched by identity (the queue also holds envelopes, which
+        cannot be hashed)."""
+        taken: dict[int, list[Any]] = {id(t): [] for t in targets}
         get = taken.get
         keep: list[Entry] = []
         for e in self.fifo:
@@ -72,7 +72,7 @@ class Queue:
             if mine is None:
                 keep.append(e)
             else:
-                mine.append((0, e[2]))
+                mine.append(e[2])
         if len(keep) < len(self.fifo):
             self.fifo.clear()
             self.fifo.extend(keep)
@@ -84,5 +84,5 @@ class Queue:
             self.heap[:] = hkeep
             heapq.heapify(self.heap)
             for e in sorted(hmine, key=lambda e: e[:2]):
-                taken[id(e[3])].append((e[0], e[4]))
+                taken[id(e[3])].append(e[4])
         return taken

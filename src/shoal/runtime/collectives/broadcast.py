@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from shoal.errors import ShoalError
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.futures import BroadcastReturn
-from shoal.runtime.protocol import BCAST, INVOKE, children
+from shoal.runtime.protocol import B_NUM, B_PRIO, BCAST, INVOKE, children
 
 if TYPE_CHECKING:
     from shoal.runtime.pe import Runtime
@@ -64,12 +64,12 @@ class Broadcasts:
         """Deliver the broadcasts an element missed while it migrated."""
         if slot.bcast >= coll.bcast_count:
             return
-        missed = [env for env in coll.history if env[2] > slot.bcast]
-        if not missed or missed[0][2] != slot.bcast + 1:
+        missed = [env for env in coll.history if env[B_NUM] > slot.bcast]
+        if not missed or missed[0][B_NUM] != slot.bcast + 1:
             raise ShoalError(f"element {list(slot.index)} of {coll.cls.__name__} missed more "
                              f"than {coll.history.maxlen} broadcasts while migrating")
         for env in missed:
-            self.rt.push(env[6], self.run_bcast, slot, env)
+            self.rt.push(env[B_PRIO], self.run_bcast, slot, env)
         slot.bcast = coll.bcast_count
 
     # ----------------------------------------------------------------- ret=True
