@@ -14,6 +14,7 @@ from shoal.runtime import (
     create,
     exit,
     future,
+    lb_history,
     my_pe,
     num_pes,
     quiescence,
@@ -23,5 +24,5 @@ from shoal.runtime import (
 )
 
 __all__ = ["Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime", "ShoalError",
-           "UsageError", "WireError", "__version__", "create", "exit", "future", "my_pe",
-           "num_pes", "quiescence", "sleep", "start", "stats"]
+           "UsageError", "WireError", "__version__", "create", "exit", "future", "lb_history",
+           "my_pe", "num_pes", "quiescence", "sleep", "start", "stats"]

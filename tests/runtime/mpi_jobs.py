@@ -18,11 +18,13 @@ JOBS = Path(__file__).with_name("jobs")
 TIMEOUT = 120  # seconds for one job: its start-up takes 1-2 s
 
 
-def run_job(job: str, ranks: int, *scenarios: str,
-            shm: int | None = None) -> subprocess.CompletedProcess:
-    """Run ``jobs/JOB.py SCENARIOS...`` on ``ranks`` ranks; ``shm``: the shared memory of each
-    PE in bytes (0: large buffers by MPI only; None: the runtime's default)."""
-    cmd = [*mpiexec(), "-n", str(ranks), sys.executable, str(JOBS / f"{job}.py"), *scenarios]
+def run_job(job: str, ranks: int, *scenarios: str, shm: int | None = None,
+            options: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """Run ``jobs/JOB.py SCENARIOS... OPTIONS...`` on ``ranks`` ranks; ``shm``: the shared
+    memory of each PE in bytes (0: large buffers by MPI only; None: the runtime's default);
+    ``options``: more flags of the job (see jobs/runner.py)."""
+    cmd = [*mpiexec(), "-n", str(ranks), sys.executable, str(JOBS / f"{job}.py"), *scenarios,
+           *options]
     if shm is not None:
         cmd += ["--shm", str(shm)]
     try:
@@ -34,10 +36,11 @@ def run_job(job: str, ranks: int, *scenarios: str,
                     f"{TIMEOUT} s; its stderr ends with:\n{(err or '')[-3000:]}")
 
 
-def run_ok(job: str, ranks: int, *scenarios: str, shm: int | None = None) -> dict:
+def run_ok(job: str, ranks: int, *scenarios: str, shm: int | None = None,
+           options: tuple[str, ...] = ()) -> dict:
     """:func:`run_job`, check that the job ended well and that every scenario reported OK;
     return the figures each printed after its name (None if none), by scenario."""
-    out = run_job(job, ranks, *scenarios, shm=shm)
+    out = run_job(job, ranks, *scenarios, shm=shm, options=options)
     assert out.returncode == 0, out.stderr[-3000:]
     figures = {}
     for line in out.stdout.splitlines():

@@ -20,7 +20,7 @@ def handler_methods(rt: Runtime) -> set[str]:
     """Every ``on_*`` method of the core and of its managers, as ``owner.method``."""
     owners = {"core": rt, **{name: getattr(rt, name) for name in
                              ("location", "migration", "broadcasts", "reductions",
-                              "quiescence")}}
+                              "quiescence", "balancer")}}
     return {f"{owner}.{name}" for owner, obj in owners.items()
             for name, _ in inspect.getmembers(type(obj), inspect.isfunction)
             if name.startswith("on_")}

@@ -7,6 +7,7 @@ from shoal.runtime.api import (
     create,
     exit,
     future,
+    lb_history,
     my_pe,
     num_pes,
     quiescence,
@@ -21,4 +22,5 @@ from shoal.runtime.pe import Runtime
 from shoal.runtime.reducers import Reducer
 
 __all__ = ["Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime", "create",
-           "exit", "future", "my_pe", "num_pes", "quiescence", "sleep", "start", "stats"]
+           "exit", "future", "lb_history", "my_pe", "num_pes", "quiescence", "sleep", "start",
+           "stats"]

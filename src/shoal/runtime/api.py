@@ -39,11 +39,14 @@ def exit() -> None:
 
 def Array(cls: type[Chare], dims: int | tuple[int, ...] | list[int] | None = None,  # noqa: N802
           *, ndims: int | None = None, args: Iterable[Any] = (),
-          map: ArrayMap = "block") -> CollectionProxy:
+          map: ArrayMap = "block", at_sync: bool = False) -> CollectionProxy:
     """Create a chare array of ``cls`` on every PE: dense with ``dims`` (1 to 6 of them;
     element ``i`` starts on its home PE given by ``map``), or empty with ``ndims`` and
-    filled by ``insert``. Each element is built with ``cls(*args)``."""
-    return current().location.create("array", cls, dims, ndims, tuple(args), map)
+    filled by ``insert``. Each element is built with ``cls(*args)``. ``at_sync=True``: the
+    elements call ``self.at_sync()`` at the end of an iteration and the load balancer moves
+    them while they wait (then calls ``resume_from_sync()`` on each)."""
+    return current().location.create("array", cls, dims, ndims, tuple(args), map,
+                                      bool(at_sync))
 
 
 def Group(cls: type[Chare], *, args: Iterable[Any] = ()) -> CollectionProxy:  # noqa: N802
@@ -85,3 +88,12 @@ def num_pes() -> int:
 def stats() -> dict[str, Any]:
     """This PE's instrumentation (see :meth:`shoal.runtime.pe.Runtime.stats`)."""
     return current().stats()
+
+
+def lb_history() -> list[dict[str, Any]]:
+    """The load-balancing steps so far (on PE 0; empty elsewhere), one record each:
+    ``step``, ``strategy``, ``objects``, max/avg load ``before`` the step, ``after_predicted``
+    by the strategy and ``after_measured`` (over the period that followed, filled in at the
+    next step), ``migrations``, ``bytes_moved``, ``strategy_time`` and ``total_time``
+    (seconds, from the trigger to the last arrival)."""
+    return [dict(r) for r in current().balancer.history]

@@ -71,6 +71,17 @@ class Chare:
     def on_migrated(self) -> None:
         """Called on the new PE after a migration."""
 
+    def at_sync(self) -> None:
+        """This element is done with an iteration (arrays created with ``at_sync=True``):
+        once every element of every such array has called it, the runtime balances the
+        load, moves elements, and calls :meth:`resume_from_sync` on each. Do no more work
+        until then."""
+        current().balancer.at_sync(self._slot)
+
+    def resume_from_sync(self) -> None:
+        """Called after a balancing step that followed :meth:`at_sync`: start the next
+        iteration here (by default nothing happens)."""
+
     def _shoal_channel(self, key: tuple[Any, ...], value: Any) -> None:
         deliver(self._slot, key, value)
 

@@ -41,6 +41,7 @@ class Slot:
         "expected",
         "index",
         "key",
+        "lb_mark",
         "migrate_to",
         "obj",
         "ooo",
@@ -70,15 +71,16 @@ class Slot:
         self.waiting: dict[tuple[Any, ...], deque[Future]] = {}
         self.allreduce: deque[Future] = deque()  # futures of this element's pending allreduces
         self.stats: dict[str, list[float]] = {}  # method -> [calls, wall seconds, cpu seconds]
+        self.lb_mark = 0.0  # its seconds in entry methods at the last balancing step
 
-    def pack(self, queued: list[tuple[int, Any]]) -> tuple[Any, ...]:
+    def pack(self, queued: list[Any]) -> tuple[Any, ...]:
         """The migrating state (the object itself travels beside it)."""
         return (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan,
-                self.stats, queued)
+                self.stats, self.lb_mark, queued)
 
-    def unpack(self, state: tuple[Any, ...]) -> list[tuple[int, Any]]:
+    def unpack(self, state: tuple[Any, ...]) -> list[Any]:
         (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan, self.stats,
-         queued) = state
+         self.lb_mark, queued) = state
         return queued
 
 
@@ -86,9 +88,11 @@ class Collection:
     """One PE's part of an array (``kind == "array"``) or group (``"group"``)."""
 
     def __init__(self, cid: int, kind: str, cls: type[Chare], ndims: int,
-                 dims: tuple[int, ...] | None, mapping: ArrayMap, npes: int):
+                 dims: tuple[int, ...] | None, mapping: ArrayMap, npes: int,
+                 at_sync: bool = False):
         self.cid = cid
         self.kind = kind
+        self.at_sync = at_sync  # its elements call at_sync() and wait for the balancer
         # a type[Chare], declared Any: Location.construct calls ``obj.__init__(*args)`` on the
         # new instance, which mypy rejects on a Chare (a subclass's __init__ may differ)
         self.cls: Any = cls

@@ -46,8 +46,9 @@ class Location:
 
     # ----------------------------------------------------------------- collections
     def create(self, kind: str, cls: type, dims: Any, ndims: int | None, args: tuple,
-               mapping: Any) -> CollectionProxy:
-        """Create an array (``dims`` dense, or ``ndims`` sparse) or a group on every PE."""
+               mapping: Any, at_sync: bool = False) -> CollectionProxy:
+        """Create an array (``dims`` dense, or ``ndims`` sparse) or a group on every PE;
+        ``at_sync``: its elements take part in AtSync load balancing."""
         from shoal.runtime.chare import Chare
 
         if not (isinstance(cls, type) and issubclass(cls, Chare)):
@@ -65,15 +66,15 @@ class Location:
         cid = (rt.pe << 20) | self.ncoll
         self.ncoll += 1
         proxy_classes(cls)  # a clash of names is the caller's error, raised here
-        self.on_create((CREATE, rt.pe, cid, kind, cls, ndims, dims, mapping, args))
+        self.on_create((CREATE, rt.pe, cid, kind, cls, ndims, dims, mapping, args, at_sync))
         return rt.colls[cid].proxy
 
     def on_create(self, env: tuple) -> None:
-        _, root, cid, kind, cls, ndims, dims, mapping, args = env
+        _, root, cid, kind, cls, ndims, dims, mapping, args, at_sync = env
         rt = self.rt
         for child in children(rt.pe, root, rt.npes):
             rt.send(child, env)
-        coll = Collection(cid, kind, cls, ndims, dims, mapping, rt.npes)
+        coll = Collection(cid, kind, cls, ndims, dims, mapping, rt.npes, at_sync)
         rt.colls[cid] = coll
         if dims is not None:
             for index in local_indices(mapping, dims, rt.npes, rt.pe):
@@ -81,9 +82,14 @@ class Location:
         for early in rt.early.pop(cid, ()):
             rt.handlers[early[0]](early)
 
-    def construct(self, coll: Collection, index: tuple, args: tuple) -> Slot:
-        """Build element ``index`` here: its slot, then ``cls(*args)`` as the current element."""
+    def construct(self, coll: Collection, index: tuple, args: tuple, redno: int = 0,
+                  bcast: int = 0) -> Slot:
+        """Build element ``index`` here: its slot, then ``cls(*args)`` as the current element.
+        ``redno`` and ``bcast``: the first reduction it takes part in and the last broadcast
+        before it (set first, so that its constructor may contribute)."""
         slot = Slot(coll, index)
+        slot.redno = redno
+        slot.bcast = bcast
         obj = coll.cls.__new__(coll.cls)
         obj._slot = slot
         slot.obj = obj
@@ -123,9 +129,7 @@ class Location:
             return
         if index in coll.local:
             raise UsageError(f"element {list(index)} of {coll.cls.__name__} already exists")
-        slot = self.construct(coll, index, args)
-        slot.redno = start
-        slot.bcast = bcast
+        slot = self.construct(coll, index, args, start, bcast)
         self.arrived(coll, [slot])
 
     def delete(self, proxy: CollectionProxy, index: tuple) -> None:

@@ -49,12 +49,13 @@ class Migration:
         dest = slot.migrate_to
         slot.migrate_to = None
         assert dest is not None
-        self.migrate_many([(slot, dest)])
+        self.migrate_many([(slot, dest)])  # (outside any balancing step)
 
-    def migrate_many(self, moves: Iterable[tuple[Slot, int]]) -> None:
+    def migrate_many(self, moves: Iterable[tuple[Slot, int]], step: int = 0) -> dict[int, int]:
         """Move each local element ``slot`` to PE ``pe``. An element that is running, or has
         a suspended coroutine, moves when it returns (a coroutine's frame cannot travel);
-        one whose destination is this PE stays."""
+        one whose destination is this PE stays. ``step``: the load-balancing step the moves
+        belong to (its arrivals are counted). Returns how many left now, by destination."""
         rt = self.rt
         batch: list[tuple[Slot, int]] = []
         seen: set[int] = set()
@@ -72,7 +73,7 @@ class Migration:
             else:
                 batch.append((slot, dest))
         if not batch:
-            return
+            return {}
         taken = rt.queue.take(slot for slot, _ in batch)
         out: dict[int, list[tuple]] = {}
         touched: dict[int, Collection] = {}
@@ -88,17 +89,18 @@ class Migration:
             out.setdefault(dest, []).append((coll.cid, slot.index, obj, slot.pack(queued)))
             touched[coll.cid] = coll
         for dest, items in out.items():
-            rt.send(dest, (MIGRATE, items))
+            rt.send(dest, (MIGRATE, items, step))
         for coll in touched.values():
             rt.reductions.recheck(coll)
+        return {dest: len(items) for dest, items in out.items()}
 
     def on_migrate(self, env: tuple) -> None:
         """Elements arrive: each is rebuilt with its queue, then runs ``on_migrated()``."""
-        _, items = env
+        _, items, step = env
         rt = self.rt
         arrived: dict[int, list[Slot]] = {}
         for item in items:
-            coll = rt.collection(item[0], (MIGRATE, [item]))
+            coll = rt.collection(item[0], (MIGRATE, [item], 0))
             if coll is not None:
                 arrived.setdefault(coll.cid, []).append(self._arrive(coll, item))
         for cid, slots in arrived.items():
@@ -108,6 +110,8 @@ class Migration:
                 saved = rt.enter(slot, "on_migrated")
                 slot.obj.on_migrated()
                 rt.leave(saved)
+        if step:
+            rt.balancer.arrived(step, len(items))
 
     def _arrive(self, coll: Collection, item: tuple) -> Slot:
         """Rebuild one element with its queued messages and those that may now follow."""

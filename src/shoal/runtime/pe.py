@@ -37,6 +37,7 @@ from shoal.runtime.collectives.quiescence import Quiescence
 from shoal.runtime.collectives.reduction import Reductions
 from shoal.runtime.context import set_current
 from shoal.runtime.futures import BroadcastReturn, Future, Task
+from shoal.runtime.lb.driver import Balancer
 from shoal.runtime.location import Location
 from shoal.runtime.migration import Migration
 from shoal.runtime.protocol import (
@@ -68,6 +69,7 @@ from shoal.runtime.wire.transport import Transport
 __all__ = ["Runtime"]
 
 SHM_BYTES = 32 << 20  # shared memory per PE for large buffers to PEs of its node
+TURN = 1e-3  # seconds of queued work before the scheduler looks at the network again
 
 
 def _precise_sleep() -> None:
@@ -85,18 +87,22 @@ def _precise_sleep() -> None:
 class Runtime:
     """The PE core: scheduler, sends, entry-method invocation and futures of one PE, and
     its managers (``location``, ``migration``, ``broadcasts``, ``reductions``,
-    ``quiescence``).
+    ``quiescence``, ``balancer``).
 
     ``poll_spin`` and ``poll_max`` (seconds) set the idle back-off; ``instrument`` records
     the calls and wall time of every entry method per element (on by default, for the load
     balancer); ``cpu_stats`` adds each call's CPU time (about 1 µs per call more). Messages
     and bytes between elements are always counted: the counts are the sequence numbers.
     ``shm_bytes`` is the shared memory each PE keeps for the large buffers it sends to PEs
-    of its node (0: every buffer goes by MPI); it must be the same on every PE.
+    of its node (0: every buffer goes by MPI); it must be the same on every PE. ``lb``
+    names the load-balancing strategy (or a chain, ``"greedy,refine"``; default
+    ``greedy_refine`` when balancing happens) and ``lb_period`` asks for a balancing step
+    every so many seconds (see :mod:`shoal.runtime.lb.driver`).
     """
 
     def __init__(self, comm: Any, *, poll_spin: float = 2e-4, poll_max: float = 1e-3,
-                 instrument: bool = True, cpu_stats: bool = False, shm_bytes: int = SHM_BYTES):
+                 instrument: bool = True, cpu_stats: bool = False, shm_bytes: int = SHM_BYTES,
+                 lb: str | None = None, lb_period: float | None = None):
         if not (0 <= poll_spin and 0 < poll_max):
             raise UsageError("poll_spin must be >= 0 and poll_max > 0 (seconds)")
         if not (isinstance(shm_bytes, int) and shm_bytes >= 0):
@@ -123,14 +129,15 @@ class Runtime:
         self.created = 0  # counted work made here and processed here (quiescence)
         self.processed = 0
         self.idle = 0.0
+        self.slept = 0.0  # of the idle time, asleep (the rest is spinning)
         self.work: tuple[Slot | None, str] | None = None  # what runs now, for error reports
         # queue entries: the bound methods the scheduler calls (compared by identity)
         self.run_invoke: Callable[[Slot, tuple], None] = self._run_invoke
         self.run_envelope: Callable[[tuple, None], None] = self._run_envelope
         self.run_task: Callable[[Task, Any], None] = self._step
-        self._attach_managers()
+        self._attach_managers(lb, lb_period)
 
-    def _attach_managers(self) -> None:
+    def _attach_managers(self, lb: str | None = None, lb_period: float | None = None) -> None:
         """The managers, and the handler of every message kind (an error at start-up if
         one is missing)."""
         self.location = Location(self)
@@ -138,6 +145,7 @@ class Runtime:
         self.broadcasts = Broadcasts(self)
         self.reductions = Reductions(self)
         self.quiescence = Quiescence(self)
+        self.balancer = Balancer(self, lb, lb_period)
         self.handlers = handler_table(self)
 
     # ----------------------------------------------------------------- start and stop
@@ -147,6 +155,7 @@ class Runtime:
         set_current(self)
         try:
             self.running = True
+            self.balancer.start()
             if self.pe == 0 and main is not None:
                 self.push(0, self._run_main, main, args)
             self._loop()
@@ -198,7 +207,6 @@ class Runtime:
         handlers = self.handlers
         counted = COUNTED
         queue = self.queue
-        pop = queue.pop
         idle = _Idle(self)
         while self.running:
             env = poll()  # one envelope, then the work it made: the reply leaves sooner
@@ -209,12 +217,7 @@ class Runtime:
                 self.direct = True
                 handlers[kind](env)
                 self.direct = False
-            n = 0
-            while n < 32 and (queue.fifo or queue.heap):
-                run, a, b = pop()
-                self.processed += 1
-                run(a, b)
-                n += 1
+            n = self._drain(queue) if queue.fifo or queue.heap else 0
             if self.timers and self.timers[0][0] <= time.perf_counter():
                 _, _, fn = heapq.heappop(self.timers)
                 fn()
@@ -226,6 +229,22 @@ class Runtime:
                 idle.turn()
         if idle.since:
             idle.end()
+
+    def _drain(self, queue: Queue) -> int:
+        """Run up to 32 queue entries, then back to the network; sooner after ``TURN``
+        seconds of work, so that messages from other PEs (the runtime's own among them) do
+        not wait behind long entry methods. Returns how many ran."""
+        pop = queue.pop
+        until = time.perf_counter() + TURN
+        n = 0
+        while n < 32 and (queue.fifo or queue.heap):
+            run, a, b = pop()
+            self.processed += 1
+            run(a, b)
+            n += 1
+            if time.perf_counter() > until:
+                break
+        return n
 
     def sleep(self, delay: float) -> Future:
         """A future resolved after ``delay`` seconds (counted as pending work, so quiescence
@@ -301,9 +320,9 @@ class Runtime:
         else:
             src, out = src_slot.key, src_slot.out
         dst = (cid, index)
-        stat = out.get(dst)  # [messages sent so far = next sequence number, bytes]
+        stat = out.get(dst)  # [messages sent so far = next sequence number, bytes, ...]
         if stat is None:
-            stat = out[dst] = [0, 0]
+            stat = out[dst] = [0, 0, 0, 0]  # and both at the last balancing step
         seq = stat[0]
         stat[0] = seq + 1
         coll = self.colls.get(cid)
@@ -491,9 +510,9 @@ class Runtime:
         them, through shared memory)."""
         elements = {slot.key: {m: tuple(v) for m, v in slot.stats.items()}
                     for coll in self.colls.values() for slot in coll.local.values()}
-        comm = {(slot.key, dst): tuple(v) for coll in self.colls.values()
+        comm = {(slot.key, dst): tuple(v[:2]) for coll in self.colls.values()
                 for slot in coll.local.values() for dst, v in slot.out.items()}
-        comm.update({(self.pe_key, dst): tuple(v) for dst, v in self.pe_out.items()})
+        comm.update({(self.pe_key, dst): tuple(v[:2]) for dst, v in self.pe_out.items()})
         return {"pe": self.pe, "elements": elements, "idle": self.idle, "comm": comm,
                 "bytes_sent": self.net.bytes_sent, "bytes_shared": self.net.bytes_shared}
 
@@ -526,6 +545,8 @@ class _Idle:
             # every send has completed, and the spin starts when the last one has
             self.quiet = now
         elif now - self.quiet > rt.poll_spin:
+            t = time.perf_counter()
             time.sleep(self.sleep)
+            rt.slept += time.perf_counter() - t
             if now - self.quiet > 10 * rt.poll_spin:  # idle for long: back off
                 self.sleep = min(2 * self.sleep, rt.poll_max)

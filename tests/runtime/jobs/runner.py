@@ -1,6 +1,7 @@
-"""The main of the job scripts here: ``python TOPIC.py NAME... [--shm BYTES]`` runs the named
-scenarios of TOPIC one after another in one runtime; ``--shm`` sets the shared memory per PE
-(0: large buffers by MPI only). A scenario checks its own results (a failed assert ends the
+"""The main of the job scripts here: ``python TOPIC.py NAME... [--shm BYTES] [--lb STRATEGY]
+[--lb-period SECONDS]`` runs the named scenarios of TOPIC one after another in one runtime;
+``--shm`` sets the shared memory per PE (0: large buffers by MPI only), ``--lb`` and
+``--lb-period`` the load balancer. A scenario checks its own results (a failed assert ends the
 job with the PE and the traceback) and may return figures for the test to compare: plain
 Python values, printed by PE 0 as a literal after ``OK NAME``."""
 
@@ -13,12 +14,15 @@ def main(scenarios: dict) -> None:
     """Run the scenarios that ``sys.argv`` names, from ``scenarios`` (name: async function)."""
     args = sys.argv[1:]
     options = {}
-    if "--shm" in args:
-        k = args.index("--shm")
-        options["shm_bytes"] = int(args[k + 1])
-        del args[k:k + 2]
+    for flag, option, kind in (("--shm", "shm_bytes", int), ("--lb", "lb", str),
+                               ("--lb-period", "lb_period", float)):
+        if flag in args:
+            k = args.index(flag)
+            options[option] = kind(args[k + 1])
+            del args[k:k + 2]
     if not args or any(a not in scenarios for a in args):
-        raise SystemExit(f"usage: {sys.argv[0]} NAME... [--shm BYTES], NAME in "
+        raise SystemExit(f"usage: {sys.argv[0]} NAME... [--shm BYTES] [--lb STRATEGY] "
+                         f"[--lb-period SECONDS], NAME in "
                          f"{', '.join(scenarios)}")
     shoal.start(run, args, scenarios, **options)
 

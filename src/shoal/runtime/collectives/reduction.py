@@ -38,6 +38,10 @@ class Reductions:
                 and isinstance(target.__self__, (ElementProxy, CollectionProxy)))):
             raise UsageError(f"a reduction's target is a Future or a proxy method, not "
                              f"{target!r}")
+        self.add_contribution(slot, value, reducer, target)
+
+    def add_contribution(self, slot: Slot, value: Any, reducer: Any, target: Any) -> None:
+        """:meth:`contribute` without the checks (for the runtime's own reductions)."""
         coll = slot.coll
         r = slot.redno
         slot.redno += 1

@@ -1,0 +1,344 @@
+"""The load balancer inside the runtime: when to balance, the database, and the step itself
+(seed 002, Section III-A: "in the AtSync mode ... the load statistics are collected and the
+user specified load balancing strategy is used to compute the new mapping. Once the load
+balancing decision is made, the framework handles the migration of the chares to the newly
+mapped PEs and resumes them").
+
+A step, run from the root (PE 0):
+
+1. ``LB_COLLECT`` goes down the spanning tree; every PE answers ``LB_STATS``: its objects
+   (every local array element and group member, with its seconds in entry methods since
+   the last step, its packed size, and whether it may move), its own wall, idle and
+   background time, and the messages and bytes its elements sent.
+2. The root builds the :class:`~shoal.runtime.lb.database.LBDatabase`, runs the strategy
+   (a pure function, :mod:`shoal.runtime.lb.strategies`) and sends each PE its moves
+   (``LB_MOVES``).
+3. Each PE moves its elements in one ``migrate_many`` (tagged with the step) and tells the
+   root how many went where (``LB_SENT``); an element with a suspended coroutine moves
+   later, outside the step. The root tells each PE how many to expect (``LB_EXPECT``); a PE
+   answers ``LB_READY`` once they have all arrived.
+4. The step is recorded (:func:`shoal.lb_history`); in AtSync mode the root broadcasts
+   ``resume_from_sync()`` to every element of the collections that synced.
+
+Triggers: AtSync (every element of every non-empty ``at_sync`` array has called
+``at_sync()``: a reduction per collection, so insertions and deletions between steps are
+counted and an empty array never holds the others back) and ``lb_period`` seconds (elements
+move between entry methods; nothing pauses). A trigger during a step waits for its end.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from shoal.errors import UsageError
+from shoal.runtime.protocol import (
+    BCAST_REQ,
+    LB_COLLECT,
+    LB_EXPECT,
+    LB_MOVES,
+    LB_READY,
+    LB_SENT,
+    LB_STATS,
+    children,
+)
+from shoal.runtime.reducers import Reducer
+
+if TYPE_CHECKING:
+    from shoal.runtime.collection import Slot
+    from shoal.runtime.lb.database import LBDatabase
+    from shoal.runtime.pe import Runtime
+
+SYNC = Reducer("_at_sync", lambda a, b: None)  # the reduction of at_sync() calls
+
+
+class Synced:
+    """The target of a collection's AtSync reduction: tells the root's balancer."""
+
+    __slots__ = ("cid",)
+
+    def __init__(self, cid: int):
+        self.cid = cid
+
+    def __call__(self, _value: object) -> None:
+        from shoal.runtime.context import current
+
+        current().balancer.collection_synced(self.cid)
+
+    def __reduce__(self) -> tuple[type, tuple[int]]:
+        return (Synced, (self.cid,))
+
+
+class Balancer:
+    """The load balancer of one PE (the decisions are the root's)."""
+
+    def __init__(self, rt: Runtime, strategy: str | None, period: float | None):
+        if period is not None and not (isinstance(period, (int, float)) and period > 0):
+            raise UsageError(f"lb_period must be a number of seconds > 0, not {period!r}")
+        self.rt = rt
+        self.name = strategy or "greedy_refine"
+        self.strategy: Callable[[LBDatabase], np.ndarray] | None = None
+        if strategy is not None:  # a misspelt name fails at start-up, not at the first step
+            self.strategy = self._load(self.name)
+        self.period = period
+        self.step = 0  # the step this PE last took part in
+        self.arrivals: dict[int, int] = {}  # step -> elements arrived here for it
+        self.expect: dict[int, int] = {}  # step -> elements the root said will arrive
+        self.t_mark = self.cpu_mark = self.idle_mark = self.slept_mark = 0.0
+        # the root's state
+        self.busy = False
+        self.pending = False  # a trigger came during a step
+        self.synced: set[int] = set()  # at_sync collections whose elements all called it
+        self.history: list[dict[str, Any]] = []
+        self.parts: list[dict[str, Any]] = []
+        self.sent: list[dict[int, int]] = []
+        self.ready = 0
+        self.db: LBDatabase | None = None
+        self.t0 = 0.0
+        self.record: dict[str, Any] = {}
+
+    @staticmethod
+    def _load(name: str) -> Callable[[LBDatabase], np.ndarray]:
+        from shoal.runtime.lb.strategies import chain
+
+        return chain(name)
+
+    def start(self) -> None:
+        """Once the scheduler runs: the first period begins; the root arms the periodic
+        trigger."""
+        self._mark_pe()
+        if self.period is not None and self.rt.pe == 0:
+            self.rt.after(self.period, self._tick)
+
+    # ----------------------------------------------------------------- triggers
+    def at_sync(self, slot: Slot) -> None:
+        """``self.at_sync()`` in an element: it is done with this iteration."""
+        if not slot.coll.at_sync:
+            raise UsageError(f"{slot.coll.cls.__name__}.at_sync(): create the array with "
+                             "shoal.Array(..., at_sync=True) to balance at sync points")
+        self.rt.reductions.add_contribution(slot, None, SYNC, Synced(slot.coll.cid))
+
+    def collection_synced(self, cid: int) -> None:
+        """At the root: every element of collection ``cid`` has called ``at_sync()``."""
+        self.synced.add(cid)
+        self._maybe_sync_step()
+
+    def _maybe_sync_step(self) -> None:
+        waiting = {c.cid for c in self.rt.colls.values() if c.at_sync and c.members > 0}
+        if self.synced and waiting <= self.synced:
+            self._trigger()
+
+    def _tick(self) -> None:
+        if self.rt.running:
+            self._trigger()
+            self.rt.after(self.period or 0.0, self._tick)
+
+    def _trigger(self) -> None:
+        if self.busy:
+            self.pending = True
+            return
+        self.busy = True  # (quiescence waits for a step: a counted message is always in
+        # flight or running from the trigger to the resume)
+        self.step += 1
+        self.parts = []
+        self.t0 = time.perf_counter()
+        self.on_collect((LB_COLLECT, self.step, bool(self.synced)))
+
+    def _send(self, dest: int, env: tuple) -> None:
+        """The step's messages; to this PE, handled at once (not queued behind the
+        application's work, which may be long)."""
+        if dest == self.rt.pe:
+            self.rt.handlers[env[0]](env)
+        else:
+            self.rt.send(dest, env)
+
+    # ----------------------------------------------------------------- 1. statistics
+    def _mark_pe(self) -> None:
+        rt = self.rt
+        self.t_mark = time.perf_counter()
+        self.cpu_mark = time.process_time()
+        self.idle_mark = rt.idle
+        self.slept_mark = rt.slept
+
+    def on_collect(self, env: tuple) -> None:
+        _, step, sync = env
+        rt = self.rt
+        for child in children(rt.pe, 0, rt.npes):
+            rt.send(child, env)
+        self.step = step
+        self._send(0, (LB_STATS, step, rt.pe, self._local_stats(sync)))
+
+    def _local_stats(self, sync: bool) -> dict[str, Any]:
+        """This PE's part of the database; marks the start of the next period."""
+        rt = self.rt
+        keys, load, size, movable = [], [], [], []
+        edges: list[tuple[Any, Any, int, int]] = []
+        col = 2 if rt.cpu_stats else 1
+        for coll in rt.colls.values():
+            can = coll.kind == "array" and (coll.at_sync or not sync)
+            for slot in coll.local.values():
+                total = sum(st[col] for st in slot.stats.values())
+                keys.append(slot.key)
+                load.append(total - slot.lb_mark)
+                slot.lb_mark = total
+                size.append(_packed_size(slot))
+                movable.append(can and not slot.active)
+                for dst, v in slot.out.items():  # [messages, bytes, and at the last step]
+                    if v[0] > v[2]:
+                        edges.append((slot.key, dst, v[0] - v[2], v[1] - v[3]))
+                        v[2], v[3] = v[0], v[1]
+        now, cpu = time.perf_counter(), time.process_time()
+        wall = now - self.t_mark
+        idle = rt.idle - self.idle_mark
+        slept = rt.slept - self.slept_mark
+        background = max(0.0, wall - (cpu - self.cpu_mark) - slept)
+        self._mark_pe()
+        return {"pe": rt.pe, "keys": keys, "load": load, "size": size, "migratable": movable,
+                "wall": wall, "idle": idle, "background": background, "edges": edges}
+
+    def on_stats(self, env: tuple) -> None:
+        """At the root: one PE's part; with all of them, decide and send the moves."""
+        _, step, _pe, part = env
+        self.parts.append(part)
+        if len(self.parts) == self.rt.npes:
+            self._decide(step)
+
+    # ----------------------------------------------------------------- 2. decision
+    def _decide(self, step: int) -> None:
+        from shoal.runtime.lb.database import LBDatabase
+
+        rt = self.rt
+        db = _database(self.parts, rt.npes)
+        if self.history and self.db is not None:
+            self.history[-1]["after_measured"] = db.imbalance()
+        if self.strategy is None:
+            self.strategy = self._load(self.name)
+        t = time.perf_counter()
+        placement = np.asarray(self.strategy(db), np.int64)
+        strategy_time = time.perf_counter() - t
+        assert db.keys is not None and db.size is not None and db.migratable is not None
+        moved = np.flatnonzero((placement != db.pe) & db.migratable)
+        per_pe: list[list[tuple[Any, int]]] = [[] for _ in range(rt.npes)]
+        for i in moved.tolist():
+            per_pe[int(db.pe[i])].append((db.keys[i], int(placement[i])))
+        self.record = {"step": step, "strategy": self.name, "objects": db.n,
+                       "before": db.imbalance(),
+                       "after_predicted": db.imbalance(np.where(db.migratable, placement,
+                                                                db.pe)),
+                       "after_measured": None, "migrations": len(moved),
+                       "bytes_moved": int(db.size[moved].sum()),
+                       "strategy_time": strategy_time}
+        self.db = LBDatabase(db.load, db.pe, db.npes)  # (only its presence matters later)
+        self.sent = []
+        self.ready = 0
+        for p in range(rt.npes):
+            self._send(p, (LB_MOVES, step, per_pe[p]))
+
+    # ----------------------------------------------------------------- 3. migration
+    def on_moves(self, env: tuple) -> None:
+        _, step, moves = env
+        rt = self.rt
+        slots = []
+        for (cid, index), dest in moves:
+            slot = rt.colls[cid].local.get(index)
+            if slot is not None:  # (a deletion may have raced the step)
+                slots.append((slot, dest))
+        sent = rt.migration.migrate_many(slots, step)
+        self._send(0, (LB_SENT, step, sent))
+
+    def on_sent(self, env: tuple) -> None:
+        """At the root: once every PE has moved its elements, tell each how many arrive."""
+        _, step, sent = env
+        self.sent.append(sent)
+        if len(self.sent) < self.rt.npes:
+            return
+        expect = [0] * self.rt.npes
+        for counts in self.sent:
+            for dest, n in counts.items():
+                expect[dest] += n
+        for p in range(self.rt.npes):
+            self._send(p, (LB_EXPECT, step, expect[p]))
+
+    def arrived(self, step: int, n: int) -> None:
+        """``n`` elements moved here by step ``step`` arrived."""
+        self.arrivals[step] = self.arrivals.get(step, 0) + n
+        self._ready_if_done(step)
+
+    def on_expect(self, env: tuple) -> None:
+        _, step, n = env
+        self.expect[step] = n
+        self._ready_if_done(step)
+
+    def _ready_if_done(self, step: int) -> None:
+        want = self.expect.get(step)
+        if want is not None and self.arrivals.get(step, 0) >= want:
+            del self.expect[step]
+            self.arrivals.pop(step, None)
+            self._send(0, (LB_READY, step))
+
+    # ----------------------------------------------------------------- 4. the end
+    def on_ready(self, env: tuple) -> None:
+        self.ready += 1
+        if self.ready < self.rt.npes:
+            return
+        rt = self.rt
+        self.record["total_time"] = time.perf_counter() - self.t0
+        self.history.append(self.record)
+        for cid in sorted(self.synced):
+            rt.send(0, (BCAST_REQ, cid, "resume_from_sync", (), None, 0, None))
+        self.synced = set()
+        self.busy = False
+        if self.pending:
+            self.pending = False
+            self._maybe_sync_step()
+
+
+def _packed_size(slot: Slot) -> int:
+    """Bytes of an element's state as migration would pickle it."""
+    try:
+        return len(pickle.dumps(slot.obj, 5))
+    except Exception:  # an unpicklable element fails when it moves, not here
+        return 0
+
+
+def _database(parts: list[dict[str, Any]], npes: int) -> LBDatabase:
+    """The root's database from every PE's part (object numbers in PE order)."""
+    from shoal.runtime.lb.database import LBDatabase
+
+    keys: list[Any] = []
+    pe: list[int] = []
+    load: list[float] = []
+    size: list[int] = []
+    movable: list[bool] = []
+    for part in parts:
+        keys += part["keys"]
+        load += part["load"]
+        size += part["size"]
+        movable += part["migratable"]
+        pe += [part["pe"]] * len(part["keys"])
+    ids = {k: i for i, k in enumerate(keys)}
+    src, dst, msgs, nbytes = [], [], [], []
+    for part in parts:
+        for s, d, m, b in part["edges"]:
+            j = ids.get(d)
+            if j is not None:
+                src.append(ids[s])
+                dst.append(j)
+                msgs.append(m)
+                nbytes.append(b)
+    wall = np.zeros(npes)
+    idle = np.zeros(npes)
+    background = np.zeros(npes)
+    for part in parts:
+        wall[part["pe"]] = part["wall"]
+        idle[part["pe"]] = part["idle"]
+        background[part["pe"]] = part["background"]
+    return LBDatabase(np.array(load), np.array(pe, np.int64), npes,
+                      migratable=np.array(movable, bool), size=np.array(size, np.int64),
+                      wall=wall, idle=idle, background=background, src=np.array(src),
+                      dst=np.array(dst), messages=np.array(msgs), bytes=np.array(nbytes),
+                      keys=keys)

@@ -1,0 +1,122 @@
+"""Load balancing inside the runtime (run by test_lb.py):
+``python lb.py atsync|periodic [--lb STRATEGY] [--lb-period SECONDS] [--shm BYTES]``.
+
+``atsync``: an at_sync array whose first elements work 6x longer than the others, block
+mapped so that PE 0 holds them; 6 iterations, each a message to a neighbour, a sum
+reduction and at_sync(); an element is inserted in iteration 2 (its constructor does that
+iteration's work) and one deletes itself in iteration 3. ``periodic``: no at_sync; a hot
+set of elements keeps working while balancing steps move elements between entry methods.
+Every check is an assert inside the job."""
+
+import time
+
+from runner import main
+
+import shoal
+from shoal import Reducer
+
+N, ITERS, HEAVY = 24, 6, 8
+LIGHT_S = 0.001
+
+
+def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+class Worker(shoal.Chare):
+    def __init__(self, futs, done, first=0):
+        self.futs, self.done = futs, done
+        self.it = first
+        self.got = {}
+        self.sent = 0
+        self.pes = []
+        if first:  # inserted during iteration `first`: do its work now
+            self.iterate()
+
+    def start(self):
+        self.iterate()
+
+    def iterate(self):
+        i = self.thisIndex[0]
+        if i == N - 1 and self.it == 3:  # leaves for good: no contribution from here on
+            self.thisProxy.delete(self.thisIndex)
+            return
+        if i == 0 and self.it == 2:
+            self.thisProxy.insert(100, args=(self.futs, self.done, 2))
+        self.pes.append(shoal.my_pe())
+        spin(LIGHT_S * (6 if i < HEAVY else 1))
+        if i < N - 1:
+            self.sent += 1
+            self.thisProxy[(i + 1) % (N - 1)].take(i, self.sent)
+        self.contribute(1, Reducer.sum, self.futs[self.it])
+        self.at_sync()
+
+    def take(self, src, k):
+        last = self.got.get(src, 0)
+        assert k == last + 1, f"{self.thisIndex}: message {k} from {src} after {last}"
+        self.got[src] = k
+
+    def resume_from_sync(self):
+        self.it += 1
+        if self.it < ITERS:
+            self.iterate()
+        else:
+            self.contribute((self.thisIndex[0], self.sent, sum(self.got.values()),
+                             tuple(self.pes)), Reducer.gather, self.done)
+
+
+async def atsync():
+    futs = [shoal.future() for _ in range(ITERS)]
+    done = shoal.future()
+    arr = shoal.Array(Worker, N, args=(futs, done), at_sync=True)
+    arr.start()
+    sums = [await f for f in futs]
+    # one element joins in iteration 2, one leaves in iteration 3
+    assert sums == [N, N, N + 1, N, N, N], sums
+    rows = await done
+    indices = sorted(r[0] for r in rows)
+    assert indices == [*range(N - 1), 100], indices  # each element exists once
+    assert sum(r[1] for r in rows) == sum(r[2] for r in rows)  # every message arrived once
+    history = shoal.lb_history()
+    assert len(history) == ITERS, history  # one step per iteration
+    first = history[0]
+    assert first["before"] > 1.4, first  # 6x heavier elements, all on PE 0 at first
+    assert first["after_predicted"] < 1.3, first
+    assert sum(h["migrations"] for h in history) > 0
+    moved = sum(1 for r in rows if len(set(r[3])) > 1)
+    assert moved > 0  # some element ran on more than one PE
+    return [round(h["before"], 2) for h in history], moved
+
+
+class Hot(shoal.Chare):
+    def __init__(self):
+        self.got = 0
+        self.pes = set()
+
+    def work(self, k, rounds, fut):
+        self.got += 1
+        self.pes.add(shoal.my_pe())
+        spin(LIGHT_S * (4 if self.thisIndex[0] < HEAVY else 1))
+        if k + 1 < rounds:
+            self.thisProxy[self.thisIndex].work(k + 1, rounds, fut)
+        else:
+            self.contribute((self.got, len(self.pes)), Reducer.gather, fut)
+
+
+async def periodic():
+    arr = shoal.Array(Hot, N)
+    fut = shoal.future()
+    rounds = 40
+    arr.work(0, rounds, fut)
+    rows = await fut
+    assert [r[0] for r in rows] == [rounds] * N, rows  # exactly once, none lost
+    history = shoal.lb_history()
+    assert history, "no balancing step ran"
+    assert sum(h["migrations"] for h in history) > 0, history
+    return len(history), sum(1 for r in rows if r[1] > 1)
+
+
+if __name__ == "__main__":
+    main({"atsync": atsync, "periodic": periodic})
