@@ -87,11 +87,32 @@ def test_run_launches_a_program_on_n_pes():
     (["run", "missing.py"], "does not exist"),
     (["run", "-n", "0", str(ROOT / "examples" / "hello.py")], "at least 1 rank"),
     (["run", "--timeout", "soon", str(ROOT / "examples" / "hello.py")], "--timeout"),
+    (["run", "--lb", "gredy", str(ROOT / "examples" / "hello.py")],
+     "known strategies: greedy, greedy_refine, refine"),
+    (["run", "--lb-period", "often", str(ROOT / "examples" / "hello.py")], "--lb-period"),
 ])
 def test_run_rejects_bad_input(args, hint):
     out = shoal(*args)
     assert out.returncode == 2
     assert hint in out.stderr
+
+
+def test_run_lb_options_reach_the_runtime_of_every_pe(tmp_path):
+    prog = tmp_path / "lb_options.py"
+    prog.write_text("import shoal\n"
+                    "from shoal.runtime.context import current\n"
+                    "class Probe(shoal.Chare):\n"
+                    "    def show(self, fut):\n"
+                    "        b = current().balancer\n"
+                    "        self.contribute([(b.name, b.period)], shoal.Reducer.sum, fut)\n"
+                    "async def main():\n"
+                    "    fut = shoal.future()\n"
+                    "    shoal.Group(Probe).show(fut)\n"
+                    "    print(await fut)\n"
+                    "shoal.start(main)\n")
+    out = shoal("run", "-n", "2", "--lb", "greedy,refine", "--lb-period", "250ms", str(prog))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[('greedy,refine', 0.25), ('greedy,refine', 0.25)]"
 
 
 def test_the_readme_runtime_program_runs(tmp_path):

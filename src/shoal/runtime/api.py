@@ -4,9 +4,11 @@ mode). Every rank runs ``shoal.start(main)``; ``main`` runs on PE 0 and the othe
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from shoal.errors import UsageError
 from shoal.runtime.context import current
 from shoal.runtime.futures import Future
 from shoal.runtime.maps import OnPE
@@ -25,11 +27,27 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     """Run the runtime on every rank of ``comm`` (default MPI_COMM_WORLD) until
     :func:`exit` or until ``main`` returns; ``main(*args)`` runs on PE 0, as a coroutine if
     it is an ``async def``. ``options`` go to :class:`~shoal.runtime.pe.Runtime`
-    (``poll_spin``, ``poll_max``, ``cpu_stats``). In library mode, pass the communicator of
-    the ranks that take part: control returns when the runtime exits."""
+    (``poll_spin``, ``poll_max``, ``cpu_stats``, ``shm_bytes``, ``lb``, ``lb_period``; the
+    environment variables ``SHOAL_LB`` and ``SHOAL_LB_PERIOD``, which ``shoal run --lb``
+    sets, give the last two when they are not passed). In library mode, pass the
+    communicator of the ranks that take part: control returns when the runtime exits."""
     from mpi4py import MPI
 
+    _from_environment(options)
     Runtime(MPI.COMM_WORLD if comm is None else comm, **options).run(main, *args)
+
+
+def _from_environment(options: dict[str, Any]) -> None:
+    """``lb`` and ``lb_period`` from ``SHOAL_LB`` and ``SHOAL_LB_PERIOD`` (seconds)."""
+    if "lb" not in options and os.environ.get("SHOAL_LB"):
+        options["lb"] = os.environ["SHOAL_LB"]
+    period = os.environ.get("SHOAL_LB_PERIOD")
+    if "lb_period" not in options and period:
+        try:
+            options["lb_period"] = float(period)
+        except ValueError:
+            raise UsageError(f"SHOAL_LB_PERIOD must be a number of seconds, not {period!r}"
+                             ) from None
 
 
 def exit() -> None:
