@@ -76,6 +76,8 @@ class Location:
             rt.send(child, env)
         coll = Collection(cid, kind, cls, ndims, dims, mapping, rt.npes, at_sync)
         rt.colls[cid] = coll
+        if at_sync:
+            rt.balancer.prepare()
         if dims is not None:
             for index in local_indices(mapping, dims, rt.npes, rt.pe):
                 self.construct(coll, index, args)

@@ -82,6 +82,7 @@ class Balancer:
         self.rt = rt
         self.name = strategy or "greedy_refine"
         self.strategy: Callable[[LBDatabase], np.ndarray] | None = None
+        self.warm = False  # has the strategy run once (compiled)?
         if strategy is not None:  # a misspelt name fails at start-up, not at the first step
             self.strategy = self._load(self.name)
         self.period = period
@@ -107,10 +108,25 @@ class Balancer:
 
         return chain(name)
 
+    def prepare(self) -> None:
+        """At the root, when balancing will happen (an at_sync array exists, or a period
+        is set): load the strategy and run it once on a tiny database, so that its
+        compilation (numba) happens now rather than inside the first step."""
+        if self.rt.pe != 0 or self.warm:
+            return
+        from shoal.runtime.lb.database import LBDatabase
+
+        if self.strategy is None:
+            self.strategy = self._load(self.name)
+        self.strategy(LBDatabase(np.array([2.0, 1.0, 1.0]), np.array([0, 0, 0]), 2))
+        self.warm = True
+
     def start(self) -> None:
         """Once the scheduler runs: the first period begins; the root arms the periodic
         trigger."""
         self._mark_pe()
+        if self.period is not None:
+            self.prepare()
         if self.period is not None and self.rt.pe == 0:
             self.rt.after(self.period, self._tick)
 
