@@ -1,5 +1,6 @@
 """Insertion and deletion of elements at run time on 3 ranks (jobs/insertion.py)."""
 
+import pytest
 from mpi_jobs import run_ok
 
 
@@ -13,3 +14,8 @@ def test_reductions_count_the_elements_inserted_and_not_those_deleted():
 
 def test_broadcast_with_ret_right_behind_insertion_and_deletion_waits_only_for_live_elements():
     run_ok("insertion", 3, "racing_broadcast")
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+def test_an_inserted_elements_constructor_contributes_to_the_inserters_reduction(ranks):
+    run_ok("insertion", ranks, "constructor_contributes")

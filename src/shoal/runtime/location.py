@@ -30,6 +30,7 @@ from shoal.runtime.protocol import (
     INVOKE,
     SIZE,
     children,
+    parent,
 )
 from shoal.runtime.proxy import CollectionProxy, proxy_classes
 
@@ -103,16 +104,27 @@ class Location:
 
     # ----------------------------------------------------------------- insertion, deletion
     def insert(self, proxy: CollectionProxy, index: tuple, args: tuple, pe: int | None) -> None:
-        """Ask the root to insert element ``index`` (on ``pe``, or at its home)."""
+        """Ask the root to insert element ``index`` (on ``pe``, or at its home).
+
+        An element that inserts into its own array makes the new element take part in its
+        own next reduction, so the root must count the new member before that reduction
+        can complete: the request goes up the reduction tree, ahead of every partial result
+        this PE sends after it (MPI keeps the order between two PEs, and each PE on the way
+        forwards it at once), and on PE 0 it is handled at once."""
         rt = self.rt
         if pe is not None and not (isinstance(pe, int) and 0 <= pe < rt.npes):
             raise UsageError(f"pe must lie in [0, {rt.npes}) (got {pe!r})")
         slot = rt.current
         start = slot.redno if slot is not None and slot.coll.cid == proxy.cid else None
-        rt.send(0, (INSERT, proxy.cid, index, args, pe, start))
+        self.on_insert((INSERT, proxy.cid, index, args, pe, start))
 
     def on_insert(self, env: tuple) -> None:
-        """At the root: number the new member for reductions and broadcasts, then create it."""
+        """On the way up the tree: pass it on; at the root: number the new member for
+        reductions and broadcasts, then create it."""
+        rt = self.rt
+        if rt.pe != 0:
+            rt.send(parent(rt.pe, 0, rt.npes), env)
+            return
         _, cid, index, args, pe, start = env
         coll = self.rt.collection(cid, env)
         if coll is None:

@@ -98,5 +98,37 @@ async def racing_broadcast():
     assert await cells.name(ret=True) == sorted(rest)
 
 
+class Joiner(shoal.Chare):
+    """Round r: every element contributes 1; in round 1 each element inserts a new one
+    (on a given PE or at its home), whose constructor contributes to that same round."""
+
+    def __init__(self, futs, first=None):
+        self.futs = futs
+        if first is not None:
+            self.contribute(1, Reducer.sum, futs[first])
+            self.contribute(1, Reducer.sum, futs[first + 1])
+
+    def round(self, r, place):
+        i = self.thisIndex[0]
+        if r == 1:
+            pe = (i % shoal.num_pes()) if place else None
+            self.thisProxy.insert(100 + i, args=(self.futs, 1), pe=pe)
+        self.contribute(1, Reducer.sum, self.futs[r])
+        if r < 2:
+            self.thisProxy[self.thisIndex].round(r + 1, place)
+
+
+async def constructor_contributes():
+    sums = []
+    for place in (False, True):
+        futs = [shoal.future() for _ in range(3)]
+        arr = shoal.Array(Joiner, 4, args=(futs,))
+        arr.round(0, place)
+        sums.append([await f for f in futs])
+    assert sums == [[4, 8, 8], [4, 8, 8]], sums  # new members count from their round on
+    return sums
+
+
 if __name__ == "__main__":
-    main({"messages": messages, "counts": counts, "racing_broadcast": racing_broadcast})
+    main({"messages": messages, "counts": counts, "racing_broadcast": racing_broadcast,
+          "constructor_contributes": constructor_contributes})
