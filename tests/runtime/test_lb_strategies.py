@@ -317,3 +317,11 @@ def test_strategies_handle_empty_and_single_pe_databases():
     for strategy in STRATEGIES.values():
         assert strategy(empty).shape == (0,)
         assert strategy(one).tolist() == [0, 0]
+
+
+def test_imbalance_is_the_longest_pe_time_over_the_perfectly_balanced_time():
+    # speeds 3:1, two unit objects: both on the fast PE take 2/1.5 = 1.33 against a balanced
+    # 2/2 = 1.0; one each takes 1/0.5 = 2.0 on the slow PE
+    db = LBDatabase(np.array([1.0, 1.0]), np.array([0, 0]), 2, speed=np.array([3.0, 1.0]))
+    assert db.imbalance() == pytest.approx(4 / 3)
+    assert db.imbalance(np.array([0, 1])) == pytest.approx(2.0)

@@ -92,7 +92,9 @@ class LBDatabase:
         return np.bincount(where, weights=self.load, minlength=self.npes)
 
     def imbalance(self, placement: np.ndarray | None = None) -> float:
-        """max/avg of the PE loads scaled by capacity (1.0 is perfect balance)."""
+        """max/avg: the longest PE time (load / capacity) over the time of a perfect
+        balance (total load / total capacity, the same for every placement); 1.0 is
+        perfect balance."""
         scaled = self.pe_loads(placement) / self.capacity()
-        avg = scaled.mean()
+        avg = self.load.sum() / self.npes  # capacities sum to npes
         return float(scaled.max() / avg) if avg > 0 else 1.0
