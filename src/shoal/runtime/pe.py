@@ -47,8 +47,10 @@ from shoal.runtime.protocol import (
     EXIT_REQ,
     FUT,
     I_ARGS,
+    I_CID,
     I_FUT,
     I_HOPS,
+    I_INDEX,
     I_KWARGS,
     I_METHOD,
     I_PRIO,
@@ -352,17 +354,17 @@ class Runtime:
         stat[1] += nbytes
 
     def on_invoke(self, env: tuple) -> None:
-        _, cid, index = env[:3]
+        cid = env[I_CID]
         coll = self.colls.get(cid)
         if coll is None:
             self.early.setdefault(cid, []).append(env)
             return
-        slot = coll.local.get(index)
+        slot = coll.local.get(env[I_INDEX])
         if slot is None:
             self.location.route(coll, env)
             return
         if env[I_HOPS] and env[I_SENDER] != self.pe:  # forwarded: correct the sender's cache
-            self.net.send(env[I_SENDER], (LOC, cid, index, self.pe))
+            self.net.send(env[I_SENDER], (LOC, cid, env[I_INDEX], self.pe))
         self.accept(slot, env)
 
     def accept(self, slot: Slot, env: tuple) -> None:
