@@ -136,7 +136,7 @@ class Runtime:
         # queue entries: the bound methods the scheduler calls (compared by identity)
         self.run_invoke: Callable[[Slot, tuple], None] = self._run_invoke
         self.run_envelope: Callable[[tuple, None], None] = self._run_envelope
-        self.run_task: Callable[[Task, Any], None] = self._step
+        self.run_task: Callable[[Task, Any], None] = self._resume
         self._attach_managers(lb, lb_period)
 
     def _attach_managers(self, lb: str | None = None, lb_period: float | None = None) -> None:
@@ -416,17 +416,22 @@ class Runtime:
         elif env[I_FUT] is not None:
             self.reply(env[I_FUT], slot, res)
         if timed:
-            st = slot.stats.get(name)
-            if st is None:
-                st = slot.stats[name] = [0, 0.0, 0.0]
-            st[0] += 1
-            st[1] += time.perf_counter() - t0
-            if self.cpu_stats:
-                st[2] += time.thread_time() - c0
+            self._account(slot, name, 1, t0, c0)
         self.current = None
         self.work = None
         if slot.migrate_to is not None and slot.active == 0:
             self.migration.move_deferred(slot)
+
+    def _account(self, slot: Slot, name: str, calls: int, t0: float, c0: float) -> None:
+        """Add a call (or a coroutine's resumption, ``calls=0``) that began at ``t0``
+        (thread CPU time ``c0``) to the element's statistics."""
+        st = slot.stats.get(name)
+        if st is None:
+            st = slot.stats[name] = [0, 0.0, 0.0]
+        st[0] += calls
+        st[1] += time.perf_counter() - t0
+        if self.cpu_stats:
+            st[2] += time.thread_time() - c0
 
     # ----------------------------------------------------------------- coroutines, futures
     def on_fut(self, env: tuple) -> None:
@@ -462,6 +467,18 @@ class Runtime:
         for task in fut.waiters:
             self.push(0, self.run_task, task, value)
         fut.waiters = []
+
+    def _resume(self, task: Task, value: Any) -> None:
+        """A coroutine's next step, timed like a call: an entry method's work after an
+        ``await`` is its element's load too."""
+        slot = task.slot
+        if slot is None or not self.instrument:
+            self._step(task, value)
+            return
+        t0 = time.perf_counter()
+        c0 = time.thread_time() if self.cpu_stats else 0.0
+        self._step(task, value)
+        self._account(slot, task.name, 0, t0, c0)
 
     def _step(self, task: Task, value: Any) -> None:
         slot = task.slot

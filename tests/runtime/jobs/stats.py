@@ -56,5 +56,28 @@ async def ring():
     assert all(nbytes > 0 for _, nbytes in crossing) and crossing
 
 
+class Waiter(shoal.Chare):
+    async def work(self, seconds):
+        await shoal.sleep(0.001)
+        t = time.perf_counter()
+        while time.perf_counter() - t < seconds:  # after the await: still this call's work
+            pass
+
+
+async def after_await():
+    """A coroutine entry method's time after an ``await`` counts for its element: one
+    call, at least the 20 ms it spins once resumed."""
+    w = shoal.Array(Waiter, 2)
+    w.work(0.02)
+    await shoal.quiescence()
+    fut = shoal.future()
+    shoal.Group(Stats).get(fut)
+    per_pe = await fut
+    seen = {key[1]: methods["work"] for st in per_pe for key, methods in st["elements"].items()
+            if key[0] == w.cid}
+    assert sorted(seen) == [(0,), (1,)], seen
+    assert all(calls == 1 and wall >= 0.02 for calls, wall, _ in seen.values()), seen
+
+
 if __name__ == "__main__":
-    main({"ring": ring})
+    main({"ring": ring, "after_await": after_await})
