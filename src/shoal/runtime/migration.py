@@ -126,7 +126,6 @@ class Migration:
         rt.reductions.element_joined(coll, slot)
         if queued:
             bcast, invoke = rt.broadcasts.run_bcast, rt.run_invoke
-            rt.created += len(queued)
             rt.queue.extend((qenv[B_PRIO], bcast, slot, qenv) if qenv[0] == BCAST
                             else (qenv[I_PRIO], invoke, slot, qenv) for qenv in queued)
         for src, seq in [k for k in slot.ooo if k[1] == slot.expected.get(k[0], 0)]:

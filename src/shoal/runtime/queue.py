@@ -24,14 +24,17 @@ Entry = tuple  # (run, a, b) in the deque, (prio, arrival, run, a, b) in the hea
 class Queue:
     """The deque of priority-0 entries and the heap of the others."""
 
-    __slots__ = ("arrivals", "fifo", "heap")
+    __slots__ = ("arrivals", "fifo", "heap", "pushed")
 
     def __init__(self) -> None:
         self.fifo: deque[Entry] = deque()
         self.heap: list[Entry] = []
         self.arrivals = 0
+        self.pushed = 0  # entries ever queued: work created, for quiescence detection
 
     def push(self, prio: int, run: Callable[[Any, Any], None], a: Any, b: Any) -> None:
+        """Queue ``run(a, b)`` at priority ``prio``."""
+        self.pushed += 1
         if prio == 0:
             self.fifo.append((run, a, b))
         else:
@@ -44,6 +47,7 @@ class Queue:
         fifo = self.fifo
         for prio, run, a, b in entries:
             if prio == 0:
+                self.pushed += 1
                 fifo.append((run, a, b))
             else:
                 self.push(prio, run, a, b)

@@ -71,7 +71,7 @@ class Quiescence:
         if acc[2] > 0:
             return
         rt = self.rt
-        created = acc[0] + rt.created
+        created = acc[0] + rt.created + rt.queue.pushed
         processed = acc[1] + rt.processed
         if rt.pe != 0:
             rt.net.send(parent(rt.pe, 0, rt.npes), (QD_REPLY, self.wave, created, processed))
