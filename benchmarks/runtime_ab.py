@@ -1,7 +1,8 @@
 """A/B of the runtime's speed: this tree against an earlier commit, jobs interleaved in one run.
 
 The same measuring programs (this tree's ``benchmarks/runtime_messaging.py --job shoal`` and
-``examples/stencil2d.py``) run on 2 PEs against each version of ``src/shoal`` in turn, the
+``examples/stencil2d.py`` on 2 PEs, and ``benchmarks/runtime_percall.py`` in one process,
+which a busy machine disturbs least) run against each version of ``src/shoal`` in turn, the
 earlier one extracted by ``git archive`` into a temporary directory and put first on
 ``PYTHONPATH``. Rounds alternate which version goes first, so the machine's slow spells hit
 both alike. Printed per figure: median (min-max) of each version and the ratio this/base, marked
@@ -27,11 +28,14 @@ ROOT = Path(__file__).resolve().parent.parent
 BASE = "41a547b"  # the last commit with the Runtime(Mobility, Collectives) mixins
 MESSAGING = ROOT / "benchmarks" / "runtime_messaging.py"
 STENCIL = ROOT / "examples" / "stencil2d.py"
+PERCALL = ROOT / "benchmarks" / "runtime_percall.py"
 # figure: (label, scale to the printed unit, True if higher is better)
 FIGURES = {"latency": ("8-byte call one-way (us)", 1e6, False),
            "rate": ("small messages PE0 -> PE1 (k msg/s)", 1e-3, True),
            "big": ("1 MiB array one-way (us)", 1e6, False),
-           "stencil": ("stencil 4096^2, 4x4 blocks (ms/iter)", 1.0, False)}
+           "stencil": ("stencil 4096^2, 4x4 blocks (ms/iter)", 1.0, False),
+           "receive": ("in-process: receive and run (ns/msg)", 1.0, False),
+           "send": ("in-process: local send (ns/msg)", 1.0, False)}
 
 
 def extract(rev: str, into: Path) -> Path:
@@ -57,6 +61,10 @@ def measure(src: Path, repeat: int, iters: int) -> dict[str, list[float]]:
     figures = {k: res[k] for k in ("latency", "rate", "big")}
     out = job(src, [str(STENCIL), "--n", "4096", "--blocks", "4", "--iters", str(iters)])
     figures["stencil"] = [float(re.search(r"([\d.]+) ms per iteration", out).group(1))]
+    out = subprocess.run([sys.executable, str(PERCALL), "--json"], capture_output=True,
+                         text=True, timeout=600, check=True,
+                         env=dict(os.environ, PYTHONPATH=str(src))).stdout
+    figures.update(json.loads(out))
     return figures
 
 
