@@ -17,6 +17,7 @@ def shoal(*args, timeout=120):
                                  ["netmodel", "predict"], ["netmodel", "advise"],
                                  ["netmodel", "bench"], ["netmodel", "emulate"], ["map"],
                                  ["topology"], ["topology", "show"],
+                                 ["lb"], ["lb", "synth"], ["lb", "simulate"],
                                  ["gossip", "overhead"]])
 def test_help_on_every_command(cmd):
     out = shoal(*cmd, "--help")

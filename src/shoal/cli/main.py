@@ -9,6 +9,7 @@ import click
 
 import shoal
 from shoal.cli.gossip import demo, gossip
+from shoal.cli.lb import lb
 from shoal.cli.mapping import map_cmd, topology
 from shoal.cli.netmodel import netmodel
 from shoal.cli.runtime import run
@@ -28,6 +29,7 @@ cli.add_command(map_cmd)
 cli.add_command(topology)
 cli.add_command(run)
 cli.add_command(demo)
+cli.add_command(lb)
 
 
 def main() -> None:
