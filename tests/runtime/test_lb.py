@@ -3,8 +3,11 @@ one deleted between steps, on 2 and 3 PEs and without shared memory; periodic st
 move elements between entry methods while messages flow. The checks of the figures are in
 the job; here, what it returns."""
 
+import numpy as np
 import pytest
 from mpi_jobs import run_ok
+
+from shoal.runtime.lb.database import LBDatabase
 
 CPU = ("--cpu-stats",)  # loads in CPU seconds: other processes on the cores do not blur them
 
@@ -26,3 +29,16 @@ def test_each_strategy_balances_at_sync_points(strategy):
 def test_periodic_steps_move_elements_between_entry_methods_and_lose_no_message():
     steps, moved = run_ok("lb", 3, "periodic", options=("--lb-period", "0.05", *CPU))["periodic"]
     assert steps >= 1 and moved >= 1
+
+
+def test_lb_dump_writes_each_steps_database_with_every_element(tmp_path):
+    run_ok("lb", 2, "atsync", options=("--lb-dump", str(tmp_path / "steps"), *CPU))
+    files = sorted((tmp_path / "steps").iterdir())
+    assert [f.name for f in files] == [f"step-{k:04d}.npz" for k in range(1, 7)]
+    for k, f in enumerate(files, start=1):
+        db = LBDatabase.read(f)
+        workers = [i for i, key in enumerate(db.keys) if key[0] == db.keys[0][0]]
+        # 24 workers (plus the one inserted in iteration 2, less the one deleted in 3)
+        assert len(workers) == {1: 24, 2: 24, 3: 25}.get(k, 24), (k, db.keys)
+        assert db.npes == 2 and np.all(db.load >= 0) and np.all(db.size > 0)
+        assert len(db.src) > 0  # the messages between neighbours

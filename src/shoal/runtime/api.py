@@ -27,9 +27,10 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     """Run the runtime on every rank of ``comm`` (default MPI_COMM_WORLD) until
     :func:`exit` or until ``main`` returns; ``main(*args)`` runs on PE 0, as a coroutine if
     it is an ``async def``. ``options`` go to :class:`~shoal.runtime.pe.Runtime`
-    (``poll_spin``, ``poll_max``, ``cpu_stats``, ``shm_bytes``, ``lb``, ``lb_period``; the
-    environment variables ``SHOAL_LB`` and ``SHOAL_LB_PERIOD``, which ``shoal run --lb``
-    sets, give the last two when they are not passed). In library mode, pass the
+    (``poll_spin``, ``poll_max``, ``cpu_stats``, ``shm_bytes``, ``lb``, ``lb_period``,
+    ``lb_dump``; the environment variables ``SHOAL_LB``, ``SHOAL_LB_PERIOD`` and
+    ``SHOAL_LB_DUMP``, which ``shoal run --lb`` and friends set, give the last three when
+    they are not passed). In library mode, pass the
     communicator of the ranks that take part: control returns when the runtime exits."""
     from mpi4py import MPI
 
@@ -38,9 +39,11 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
 
 
 def _from_environment(options: dict[str, Any]) -> None:
-    """``lb`` and ``lb_period`` from ``SHOAL_LB`` and ``SHOAL_LB_PERIOD`` (seconds)."""
-    if "lb" not in options and os.environ.get("SHOAL_LB"):
-        options["lb"] = os.environ["SHOAL_LB"]
+    """``lb``, ``lb_dump`` and ``lb_period`` from ``SHOAL_LB``, ``SHOAL_LB_DUMP`` and
+    ``SHOAL_LB_PERIOD`` (seconds)."""
+    for option, name in (("lb", "SHOAL_LB"), ("lb_dump", "SHOAL_LB_DUMP")):
+        if option not in options and os.environ.get(name):
+            options[option] = os.environ[name]
     period = os.environ.get("SHOAL_LB_PERIOD")
     if "lb_period" not in options and period:
         try:

@@ -17,7 +17,8 @@ A step, run from the root (PE 0):
    root how many went where (``LB_SENT``); an element with a suspended coroutine moves
    later, outside the step. The root tells each PE how many to expect (``LB_EXPECT``); a PE
    answers ``LB_READY`` once they have all arrived.
-4. The step is recorded (:func:`shoal.lb_history`); in AtSync mode the root broadcasts
+4. The step is recorded (:func:`shoal.lb_history`; with ``lb_dump``, its database is
+   written too); in AtSync mode the root broadcasts
    ``resume_from_sync()`` to every element of the collections that synced.
 
 Triggers: AtSync (every element of every non-empty ``at_sync`` array has called
@@ -31,6 +32,7 @@ from __future__ import annotations
 import pickle
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -76,9 +78,14 @@ class Synced:
 class Balancer:
     """The load balancer of one PE (the decisions are the root's)."""
 
-    def __init__(self, rt: Runtime, strategy: str | None, period: float | None):
+    def __init__(self, rt: Runtime, strategy: str | None, period: float | None,
+                 dump: str | None = None):
         if period is not None and not (isinstance(period, (int, float)) and period > 0):
             raise UsageError(f"lb_period must be a number of seconds > 0, not {period!r}")
+        self.dump = None if dump is None else Path(dump)
+        if self.dump is not None and self.dump.exists() and not self.dump.is_dir():
+            raise UsageError(f"lb_dump: {dump} is a file; give a directory for the "
+                             "step databases")
         self.rt = rt
         self.name = strategy or "greedy_refine"
         self.strategy: Callable[[LBDatabase], np.ndarray] | None = None
@@ -229,6 +236,9 @@ class Balancer:
 
         rt = self.rt
         db = _database(self.parts, rt.npes)
+        if self.dump is not None:
+            self.dump.mkdir(parents=True, exist_ok=True)
+            db.save(self.dump / f"step-{step:04d}.npz")
         if self.history and self.db is not None:
             self.history[-1]["after_measured"] = db.imbalance()
         if self.strategy is None:
