@@ -22,12 +22,14 @@ LINE = re.compile(r"([\d.]+) ms per iteration; work ([\d.]+) ms per iteration, p
                   r"balanced ([\d.]+) ms")
 
 
-def run(args: argparse.Namespace, balanced: bool) -> tuple[float, float]:
+def run(args: argparse.Namespace, strategy: str | None) -> tuple[float, float]:
+    """One job: ms per iteration and the perfectly balanced ms of its work (no balancing
+    when ``strategy`` is None)."""
     cmd = [*mpiexec(), "-n", "2", sys.executable, str(APP), "--n", str(args.n), "--blocks",
            str(args.blocks), "--iters", str(args.iters), "--lb-every", str(args.lb_every)]
-    if not balanced:
+    if strategy is None:
         cmd.append("--no-sync")
-    env = dict(os.environ, SHOAL_LB=args.lb) if balanced else None
+    env = None if strategy is None else dict(os.environ, SHOAL_LB=strategy)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env,
                          check=True).stdout
     m = LINE.search(out)
@@ -43,26 +45,29 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=8)
     ap.add_argument("--iters", type=int, default=60)
     ap.add_argument("--lb-every", type=int, default=10)
-    ap.add_argument("--lb", default="greedy_refine")
+    ap.add_argument("--lb", action="append", help="strategy to compare (repeat the option; "
+                    "default: greedy_refine and refine)")
     args = ap.parse_args()
-    res: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+    strategies: list[str | None] = [None, *(args.lb or ["greedy_refine", "refine"])]
+    res: dict[str | None, list[tuple[float, float]]] = {s: [] for s in strategies}
     for _ in range(args.runs):
-        for balanced in (False, True):
-            res[balanced].append(run(args, balanced))
+        for strategy in strategies:
+            res[strategy].append(run(args, strategy))
     print(f"stencil with a moving hot spot, {args.n}^2, {args.blocks}x{args.blocks} blocks, "
-          f"2 PEs, {args.iters} iterations, medians of {args.runs}")
-    med = {}
-    for balanced, label in ((False, "no balancing"), (True, f"{args.lb} every "
-                                                            f"{args.lb_every} iterations")):
-        t = [r[0] for r in res[balanced]]
-        ideal = [r[1] for r in res[balanced]]
-        med[balanced] = (statistics.median(t), statistics.median(ideal))
-        print(f"  {label:36} {med[balanced][0]:7.2f} ms/iter ({min(t):.2f}-{max(t):.2f}), "
-              f"perfect balance of its work {med[balanced][1]:.2f} ms")
-    speedup = med[False][0] / med[True][0]
-    off = med[True][0] / med[True][1] - 1
-    print(f"  speed-up with balancing {speedup:.2f}x (target >= 1.35); balanced run "
-          f"{100 * off:.0f}% above its perfect balance (target <= 15%)")
+          f"2 PEs, {args.iters} iterations, sync every {args.lb_every}, medians of "
+          f"{args.runs}")
+    base = statistics.median(r[0] for r in res[None])
+    for strategy in strategies:
+        t = [r[0] for r in res[strategy]]
+        ideal = statistics.median(r[1] for r in res[strategy])
+        med = statistics.median(t)
+        label = strategy or "no balancing"
+        line = (f"  {label:16} {med:7.2f} ms/iter ({min(t):.2f}-{max(t):.2f}), perfect "
+                f"balance of its work {ideal:.2f} ms")
+        if strategy is not None:
+            line += (f"; speed-up {base / med:.2f}x (target >= 1.35), "
+                     f"{100 * (med / ideal - 1):.0f}% above perfect (target <= 15%)")
+        print(line)
 
 
 if __name__ == "__main__":
