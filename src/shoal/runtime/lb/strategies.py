@@ -50,6 +50,17 @@ _KEEP_FACTORS = (1.0, 0.999, 0.99, 0.95)
 
 
 @njit(cache=True, nogil=True)
+def _tree_size(leaves: int) -> tuple[int, int]:
+    """The leaves of a tree over ``leaves`` PEs (the next power of two) and its depth."""
+    size = 1
+    depth = 0
+    while size < leaves:
+        size *= 2
+        depth += 1
+    return size, depth
+
+
+@njit(cache=True, nogil=True)
 def _min_tree(keys: np.ndarray, size: int, pad: float) -> np.ndarray:
     """A tree whose node holds the minimum of the keys below it (leaves past the keys hold
     ``pad``)."""
@@ -131,11 +142,7 @@ def _assign(w: np.ndarray, home: np.ndarray, assigned: np.ndarray, inv: np.ndarr
     ``argmin (assigned + w) / capacity`` (``inv`` = 1 / capacity). Leaves of the search trees
     are the PEs in the order ``perm`` (by capacity)."""
     npes = perm.shape[0]
-    size = 1
-    depth = 0
-    while size < npes:
-        size *= 2
-        depth += 1
+    size, depth = _tree_size(npes)
     pos = np.empty(npes, np.int64)
     for j in range(npes):
         pos[perm[j]] = j
@@ -222,11 +229,7 @@ def _refine(w: np.ndarray, owner: np.ndarray, start: np.ndarray, loads: np.ndarr
     (:func:`_pick_fit`, else :func:`_pick_relief`); a donor for which no object helps is
     dropped. Donors are the PEs overloaded at the start; an object moves at most once."""
     npes = cap.shape[0]
-    size = 1
-    depth = 0
-    while size < npes:
-        size *= 2
-        depth += 1
+    size, depth = _tree_size(npes)
     thr = limit * cap
     inv = 1.0 / cap
     pos = np.empty(npes, np.int64)
