@@ -1,10 +1,10 @@
 """The main of the job scripts here: ``python TOPIC.py NAME... [--shm BYTES] [--lb STRATEGY]
-[--lb-period SECONDS] [--cpu-stats]`` runs the named scenarios of TOPIC one after another in
-one runtime; ``--shm`` sets the shared memory per PE (0: large buffers by MPI only), ``--lb``
-``--lb-period`` and ``--lb-dump DIR`` the load balancer, ``--cpu-stats`` loads in CPU seconds. A scenario
-checks its own results (a failed assert ends the job with the PE and the traceback) and may
-return figures for the test to compare: plain Python values, printed by PE 0 as a literal
-after ``OK NAME``."""
+[--lb-period SECONDS] [--lb-dump DIR] [--cpu-stats]`` runs the named scenarios of TOPIC one
+after another in one runtime; ``--shm`` sets the shared memory per PE (0: large buffers by
+MPI only), ``--lb``, ``--lb-period`` and ``--lb-dump`` the load balancer, ``--cpu-stats``
+loads in CPU seconds. A scenario checks its own results (a failed assert ends the job with
+the PE and the traceback) and may return figures for the test to compare: plain Python
+values, printed by PE 0 as a literal after ``OK NAME``."""
 
 import sys
 
