@@ -106,45 +106,44 @@ def simulate(nodes: int, window: float | int = 0.2, units: int = 200, warmup: in
     order = np.argsort(phase).astype(np.int32)
     death_node = rng.choice(nodes, size=n_dead, replace=False).astype(np.int32)
     t_dead = float(warmup if dead_at is None else dead_at)
-    death_time = np.full(n_dead, t_dead)
     cap = min(nodes, 3 * w + 64)
-    ver = np.full((nodes, nodes), -1, np.int16 if units < 32767 else np.int32)
-    cand = np.empty((nodes, cap), np.uint16 if nodes <= 65536 else np.uint32)
-    ccount = np.zeros(nodes, np.int32)
-    overflow = np.zeros(nodes, np.bool_)
-    thr = np.zeros(nodes, np.int64)
-    ssum = np.zeros(nodes)
-    known = np.zeros(nodes, np.int64)
-    alive = np.ones(nodes, np.bool_)
+    state = simkernel.NodeState(
+        phase=phase, pbin=np.floor(phase * simkernel.SUB).astype(np.uint8), order=order,
+        ver=np.full((nodes, nodes), -1, np.int16 if units < 32767 else np.int32),
+        cand=np.empty((nodes, cap), np.uint16 if nodes <= 65536 else np.uint32),
+        ccount=np.zeros(nodes, np.int32), overflow=np.zeros(nodes, np.bool_),
+        thr=np.zeros(nodes, np.int64), ssum=np.zeros(nodes), known=np.zeros(nodes, np.int64),
+        alive=np.ones(nodes, np.bool_))
+    config = simkernel.Config(
+        window=int(w), units=int(units), warmup=int(warmup), samples=int(samples),
+        latency=float(latency), loss=float(loss), bin_width=BIN_WIDTH, seed=int(seed),
+        lanes=numba.get_num_threads())
     snap = np.zeros(units, np.bool_)
     if snapshots:
         snap[np.unique(np.linspace(warmup, units - 1, snapshots).round().astype(int))] = True
-    hist = np.zeros(MAX_BINS + 1, np.int64)
-    max_age = np.zeros(1)
-    unit_excl = np.full(units, np.nan)
-    unit_incl = np.full(units, np.nan)
-    unit_known = np.full(units, np.nan)
-    dead_age = np.full(units, np.nan)
-    counters = np.zeros(5, np.int64)
-    pbin = np.floor(phase * simkernel.SUB).astype(np.uint8)
-    simkernel.run(ver, phase, pbin, order, cand, ccount, overflow, thr, ssum, known, alive,
-                  w, units, warmup, samples, float(latency), float(loss), death_node,
-                  death_time, snap, hist, BIN_WIDTH, max_age, unit_excl, unit_incl,
-                  unit_known, dead_age, counters, int(seed), numba.get_num_threads())
+    schedule = simkernel.Schedule(death_node=death_node, death_time=np.full(n_dead, t_dead),
+                                  snapshot=snap)
+    out = simkernel.Measures(
+        hist=np.zeros(MAX_BINS + 1, np.int64), max_age=np.zeros(1),
+        unit_excl=np.full(units, np.nan), unit_incl=np.full(units, np.nan),
+        unit_known=np.full(units, np.nan), dead_age=np.full(units, np.nan),
+        counters=np.zeros(5, np.int64))
+    simkernel.run(state, config, schedule, out)
+    counters = out.counters
     return SimResult(
         nodes=nodes, window=w, units=units, warmup=warmup, latency=latency, loss=loss,
         dead=n_dead, seed=seed,
-        mean_age=float(np.nanmean(unit_excl[warmup:])),
-        mean_age_incl=float(np.nanmean(unit_incl[warmup:])),
-        max_age=float(max_age[0]) if snapshots else math.nan,
-        percentiles=_percentiles(hist),
-        known=float(np.nanmean(unit_known[warmup:])),
+        mean_age=float(np.nanmean(out.unit_excl[warmup:])),
+        mean_age_incl=float(np.nanmean(out.unit_incl[warmup:])),
+        max_age=float(out.max_age[0]) if snapshots else math.nan,
+        percentiles=_percentiles(out.hist),
+        known=float(np.nanmean(out.unit_known[warmup:])),
         expected=expected_age(nodes, w),
         sent=int(counters[simkernel.SENT]), lost=int(counters[simkernel.LOST]),
         to_dead=int(counters[simkernel.TO_DEAD]),
         delivered=int(counters[simkernel.DELIVERED]),
         rescans=int(counters[simkernel.RESCANS]),
-        unit_mean=unit_excl, dead_age=dead_age)
+        unit_mean=out.unit_excl, dead_age=out.dead_age)
 
 
 def _percentiles(hist: np.ndarray) -> dict[int, float]:
