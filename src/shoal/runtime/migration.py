@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from shoal.errors import UsageError
+from shoal.runtime.chare import Chare
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.protocol import B_PRIO, BCAST, I_PRIO, MIGRATE
 
@@ -104,8 +105,10 @@ class Migration:
             if coll is not None:
                 arrived.setdefault(coll.cid, []).append(self._arrive(coll, item))
         for cid, slots in arrived.items():
-            rt.location.arrived(rt.colls[cid], slots)
-        for slots in arrived.values():
+            coll = rt.colls[cid]
+            rt.location.arrived(coll, slots)
+            if coll.cls.on_migrated is Chare.on_migrated:
+                continue  # the class does not define it: nothing to run
             for slot in slots:
                 saved = rt.enter(slot, "on_migrated")
                 slot.obj.on_migrated()
