@@ -10,7 +10,10 @@ the new one from the collection's history.
 
 :meth:`Migration.migrate_many` moves any number of elements: one pass over the scheduler
 queue takes all their queued messages (O(k + queue)), and one envelope per destination PE
-carries them. A single ``self.migrate(pe)`` is a batch of one.
+and ``CHUNK`` elements carries them. Chunks let the receiver unpack one while the sender
+packs the next (the two PEs work in parallel): 10,000 elements with 100,000 queued messages
+moved in 0.58 s as one envelope, 0.39 s in chunks of 250 (benchmarks/runtime_migration.py).
+A single ``self.migrate(pe)`` is a batch of one.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from shoal.errors import UsageError
 from shoal.runtime.chare import Chare
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.protocol import B_PRIO, BCAST, I_PRIO, MIGRATE
+
+CHUNK = 250  # elements per MIGRATE envelope: the receiver unpacks one while the next is packed
 
 if TYPE_CHECKING:
     from shoal.runtime.pe import Runtime
@@ -90,7 +95,8 @@ class Migration:
             out.setdefault(dest, []).append((coll.cid, slot.index, obj, slot.pack(queued)))
             touched[coll.cid] = coll
         for dest, items in out.items():
-            rt.send(dest, (MIGRATE, items, step))
+            for k in range(0, len(items), CHUNK):
+                rt.send(dest, (MIGRATE, items[k:k + CHUNK], step))
         for coll in touched.values():
             rt.reductions.recheck(coll)
         return {dest: len(items) for dest, items in out.items()}
