@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shoal.errors import UsageError
+from shoal.runtime.lb.database import LBDatabase
 from shoal.runtime.protocol import (
     BCAST_REQ,
     LB_COLLECT,
@@ -52,7 +53,6 @@ from shoal.runtime.reducers import Reducer
 
 if TYPE_CHECKING:
     from shoal.runtime.collection import Slot
-    from shoal.runtime.lb.database import LBDatabase
     from shoal.runtime.pe import Runtime
 
 SYNC = Reducer("_at_sync", lambda a, b: None)  # the reduction of at_sync() calls
@@ -105,7 +105,6 @@ class Balancer:
         self.parts: list[dict[str, Any]] = []
         self.sent: list[dict[int, int]] = []
         self.ready = 0
-        self.db: LBDatabase | None = None
         self.t0 = 0.0
         self.record: dict[str, Any] = {}
 
@@ -121,8 +120,6 @@ class Balancer:
         compilation (numba) happens now rather than inside the first step."""
         if self.rt.pe != 0 or self.warm:
             return
-        from shoal.runtime.lb.database import LBDatabase
-
         if self.strategy is None:
             self.strategy = self._load(self.name)
         self.strategy(LBDatabase(np.array([2.0, 1.0, 1.0]), np.array([0, 0, 0]), 2))
@@ -132,9 +129,8 @@ class Balancer:
         """Once the scheduler runs: the first period begins; the root arms the periodic
         trigger."""
         self._mark_pe()
-        if self.period is not None:
-            self.prepare()
         if self.period is not None and self.rt.pe == 0:
+            self.prepare()
             self.rt.after(self.period, self._tick)
 
     # ----------------------------------------------------------------- triggers
@@ -232,14 +228,12 @@ class Balancer:
 
     # ----------------------------------------------------------------- 2. decision
     def _decide(self, step: int) -> None:
-        from shoal.runtime.lb.database import LBDatabase
-
         rt = self.rt
         db = _database(self.parts, rt.npes)
         if self.dump is not None:
             self.dump.mkdir(parents=True, exist_ok=True)
             db.save(self.dump / f"step-{step:04d}.npz")
-        if self.history and self.db is not None:
+        if self.history:  # the period since the last step measures its result
             self.history[-1]["after_measured"] = db.imbalance()
         if self.strategy is None:
             self.strategy = self._load(self.name)
@@ -258,7 +252,6 @@ class Balancer:
                        "after_measured": None, "migrations": len(moved),
                        "bytes_moved": int(db.size[moved].sum()),
                        "strategy_time": strategy_time}
-        self.db = LBDatabase(db.load, db.pe, db.npes)  # (only its presence matters later)
         self.sent = []
         self.ready = 0
         for p in range(rt.npes):
@@ -333,8 +326,6 @@ def _packed_size(slot: Slot) -> int:
 
 def _database(parts: list[dict[str, Any]], npes: int) -> LBDatabase:
     """The root's database from every PE's part (object numbers in PE order)."""
-    from shoal.runtime.lb.database import LBDatabase
-
     keys: list[Any] = []
     pe: list[int] = []
     load: list[float] = []
