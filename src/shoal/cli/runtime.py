@@ -13,7 +13,11 @@ import click
 @click.option("--timeout", default=None, help="Kill the job after this long (e.g. 10min).")
 @click.option("--lb", "strategy", default=None,
               help="Load-balancing strategy, or a chain (greedy, refine, greedy_refine; "
-                   "e.g. greedy,refine). Default greedy_refine when balancing happens.")
+                   "e.g. greedy,refine), or auto (greedy_refine when the MetaBalancer says "
+                   "a step pays). Default greedy_refine when balancing happens.")
+@click.option("--lb-auto", is_flag=True,
+              help="At every AtSync point, balance only when the predicted time lost to "
+                   "imbalance exceeds the measured cost of a step (MetaBalancer).")
 @click.option("--lb-period", default=None,
               help="Also balance every so long (e.g. 500ms), elements moving between "
                    "entry methods.")
@@ -22,12 +26,14 @@ import click
                    "(step-0001.npz, ...; read them with shoal lb simulate).")
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(nprocs: int, timeout: str | None, strategy: str | None, lb_period: str | None,
-        lb_dump: str | None, program: str, args: tuple[str, ...]) -> None:
+def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
+        lb_period: str | None, lb_dump: str | None, program: str,
+        args: tuple[str, ...]) -> None:
     """Run a shoal PROGRAM on N PEs through the installed mpiexec (the embedded MPICH unless
     SHOAL_MPIEXEC names another launcher). Under srun or a site mpiexec, launch
-    `python PROGRAM` directly instead (set SHOAL_LB, SHOAL_LB_PERIOD and SHOAL_LB_DUMP, or
-    pass lb=, lb_period= and lb_dump= to shoal.start)."""
+    `python PROGRAM` directly instead (set SHOAL_LB, SHOAL_LB_AUTO=1, SHOAL_LB_PERIOD and
+    SHOAL_LB_DUMP, or
+    pass lb=, lb_auto=, lb_period= and lb_dump= to shoal.start)."""
     from shoal.launch import run_ranks
     from shoal.units import parse_duration
 
@@ -36,8 +42,11 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_period: str |
     if strategy is not None:
         from shoal.runtime.lb.strategies import chain
 
-        chain(strategy)  # an unknown name is the user's error, said here
+        if strategy != "auto":
+            chain(strategy)  # an unknown name is the user's error, said here
         env["SHOAL_LB"] = strategy
+    if lb_auto:
+        env["SHOAL_LB_AUTO"] = "1"
     if lb_period is not None:
         env["SHOAL_LB_PERIOD"] = repr(parse_duration(lb_period, "--lb-period"))
     if lb_dump is not None:

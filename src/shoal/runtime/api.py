@@ -28,9 +28,9 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     :func:`exit` or until ``main`` returns; ``main(*args)`` runs on PE 0, as a coroutine if
     it is an ``async def``. ``options`` go to :class:`~shoal.runtime.pe.Runtime`
     (``poll_spin``, ``poll_max``, ``cpu_stats``, ``shm_bytes``, ``lb``, ``lb_period``,
-    ``lb_dump``; the environment variables ``SHOAL_LB``, ``SHOAL_LB_PERIOD`` and
-    ``SHOAL_LB_DUMP``, which ``shoal run --lb`` and friends set, give the last three when
-    they are not passed). In library mode, pass the
+    ``lb_dump``, ``lb_auto``; the environment variables ``SHOAL_LB``, ``SHOAL_LB_PERIOD``,
+    ``SHOAL_LB_DUMP`` and ``SHOAL_LB_AUTO``, which ``shoal run --lb`` and friends set, give
+    the last four when they are not passed). In library mode, pass the
     communicator of the ranks that take part: control returns when the runtime exits."""
     from mpi4py import MPI
 
@@ -39,11 +39,13 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
 
 
 def _from_environment(options: dict[str, Any]) -> None:
-    """``lb``, ``lb_dump`` and ``lb_period`` from ``SHOAL_LB``, ``SHOAL_LB_DUMP`` and
-    ``SHOAL_LB_PERIOD`` (seconds)."""
+    """``lb``, ``lb_dump``, ``lb_period`` and ``lb_auto`` from ``SHOAL_LB``,
+    ``SHOAL_LB_DUMP``, ``SHOAL_LB_PERIOD`` (seconds) and ``SHOAL_LB_AUTO`` (``1``)."""
     for option, name in (("lb", "SHOAL_LB"), ("lb_dump", "SHOAL_LB_DUMP")):
         if option not in options and os.environ.get(name):
             options[option] = os.environ[name]
+    if "lb_auto" not in options and os.environ.get("SHOAL_LB_AUTO") == "1":
+        options["lb_auto"] = True
     period = os.environ.get("SHOAL_LB_PERIOD")
     if "lb_period" not in options and period:
         try:

@@ -48,6 +48,7 @@ class Slot:
         "out",
         "redno",
         "stats",
+        "sync_mark",
         "waiting",
     )
 
@@ -72,15 +73,16 @@ class Slot:
         self.allreduce: deque[Future] = deque()  # futures of this element's pending allreduces
         self.stats: dict[str, list[float]] = {}  # method -> [calls, wall seconds, cpu seconds]
         self.lb_mark = 0.0  # its seconds in entry methods at the last balancing step
+        self.sync_mark = 0.0  # its seconds in entry methods at its last at_sync()
 
     def pack(self, queued: list[Any]) -> tuple[Any, ...]:
         """The migrating state (the object itself travels beside it)."""
         return (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan,
-                self.stats, self.lb_mark, queued)
+                self.stats, self.lb_mark, self.sync_mark, queued)
 
     def unpack(self, state: tuple[Any, ...]) -> list[Any]:
         (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan, self.stats,
-         self.lb_mark, queued) = state
+         self.lb_mark, self.sync_mark, queued) = state
         return queued
 
 

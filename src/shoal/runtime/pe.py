@@ -99,14 +99,15 @@ class Runtime:
     of its node (0: every buffer goes by MPI); it must be the same on every PE. ``lb``
     names the load-balancing strategy (or a chain, ``"greedy,refine"``; default
     ``greedy_refine`` when balancing happens), ``lb_dump`` a directory where PE 0 writes
-    each step's database (``step-0001.npz``...), and ``lb_period`` asks for a balancing step
-    every so many seconds (see :mod:`shoal.runtime.lb.driver`).
+    each step's database (``step-0001.npz``...), ``lb_period`` asks for a balancing step
+    every so many seconds, and ``lb_auto`` (or ``lb="auto"``) lets the MetaBalancer decide
+    at every AtSync point whether a step pays (see :mod:`shoal.runtime.lb.driver`).
     """
 
     def __init__(self, comm: Any, *, poll_spin: float = 2e-4, poll_max: float = 1e-3,
                  instrument: bool = True, cpu_stats: bool = False, shm_bytes: int = SHM_BYTES,
                  lb: str | None = None, lb_period: float | None = None,
-                 lb_dump: str | None = None):
+                 lb_dump: str | None = None, lb_auto: bool = False):
         if not (0 <= poll_spin and 0 < poll_max):
             raise UsageError("poll_spin must be >= 0 and poll_max > 0 (seconds)")
         if not (isinstance(shm_bytes, int) and shm_bytes >= 0):
@@ -141,10 +142,10 @@ class Runtime:
         self.run_invoke: Callable[[Slot, tuple], None] = self._run_invoke
         self.run_envelope: Callable[[tuple, None], None] = self._run_envelope
         self.run_task: Callable[[Task, Any], None] = self._resume
-        self._attach_managers(lb, lb_period, lb_dump)
+        self._attach_managers(lb, lb_period, lb_dump, lb_auto)
 
     def _attach_managers(self, lb: str | None = None, lb_period: float | None = None,
-                         lb_dump: str | None = None) -> None:
+                         lb_dump: str | None = None, lb_auto: bool = False) -> None:
         """The managers, and the handler of every message kind (an error at start-up if
         one is missing)."""
         self.location = Location(self)
@@ -152,7 +153,7 @@ class Runtime:
         self.broadcasts = Broadcasts(self)
         self.reductions = Reductions(self)
         self.quiescence = Quiescence(self)
-        self.balancer = Balancer(self, lb, lb_period, lb_dump)
+        self.balancer = Balancer(self, lb, lb_period, lb_dump, lb_auto)
         self.handlers = handler_table(self)
 
     # ----------------------------------------------------------------- start and stop

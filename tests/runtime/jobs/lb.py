@@ -118,5 +118,69 @@ async def periodic():
     return len(history), sum(1 for r in rows if r[1] > 1)
 
 
+AUTO_N, AUTO_WORK_S, AUTO_ONSET = 24, 0.0015, 20  # 24: divides among 2, 3, 4 PEs
+
+
+def spin_cpu(seconds):
+    """Work for ``seconds`` of this process's CPU time (a preempted PE takes longer, but
+    its CPU-time load stays the same)."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+class Phase(shoal.Chare):
+    """lb="auto": every element works AUTO_WORK_S per iteration; from iteration ``onset``
+    the first quarter (all on PE 0, block map) works 4x longer."""
+
+    def __init__(self, iters, onset, done):
+        self.iters, self.onset, self.done = iters, onset, done
+        self.it = 0
+        self.pes = []
+
+    def iterate(self):
+        heavy = self.it >= self.onset and self.thisIndex[0] < AUTO_N // 4
+        self.pes.append(shoal.my_pe())
+        spin_cpu(AUTO_WORK_S * (4 if heavy else 1))
+        self.at_sync()
+
+    def resume_from_sync(self):
+        self.it += 1
+        if self.it < self.iters:
+            self.iterate()
+        else:
+            self.contribute((self.thisIndex[0], tuple(self.pes)), Reducer.gather, self.done)
+
+
+async def _phases(iters, onset):
+    done = shoal.future()
+    arr = shoal.Array(Phase, AUTO_N, args=(iters, onset, done), at_sync=True)
+    arr.iterate()
+    rows = await done
+    assert sorted(r[0] for r in rows) == list(range(AUTO_N)), rows  # each element once
+    assert all(len(r[1]) == iters for r in rows), rows  # every iteration ran once
+    return shoal.lb_history()
+
+
+async def auto_balanced():
+    """200 balanced iterations: the MetaBalancer never asks for a step."""
+    history = await _phases(200, 10**9)
+    assert history == [], history
+    return 0
+
+
+async def auto_imbalance():
+    """An imbalance appears at iteration AUTO_ONSET: a step follows within 10 iterations
+    and brings max/avg down."""
+    history = await _phases(AUTO_ONSET + 30, AUTO_ONSET)
+    assert history, "the MetaBalancer never balanced"
+    first = history[0]
+    fired = first["auto"]["iterations"]  # iterations observed up to the step
+    assert AUTO_ONSET < fired <= AUTO_ONSET + 10, first
+    assert first["migrations"] > 0 and first["after_predicted"] < 1.15, first
+    return fired, len(history)
+
+
 if __name__ == "__main__":
-    main({"atsync": atsync, "periodic": periodic})
+    main({"atsync": atsync, "periodic": periodic, "auto_balanced": auto_balanced,
+          "auto_imbalance": auto_imbalance})

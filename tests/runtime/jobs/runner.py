@@ -1,10 +1,10 @@
 """The main of the job scripts here: ``python TOPIC.py NAME... [--shm BYTES] [--lb STRATEGY]
-[--lb-period SECONDS] [--lb-dump DIR] [--cpu-stats]`` runs the named scenarios of TOPIC one
-after another in one runtime; ``--shm`` sets the shared memory per PE (0: large buffers by
-MPI only), ``--lb``, ``--lb-period`` and ``--lb-dump`` the load balancer, ``--cpu-stats``
-loads in CPU seconds. A scenario checks its own results (a failed assert ends the job with
-the PE and the traceback) and may return figures for the test to compare: plain Python
-values, printed by PE 0 as a literal after ``OK NAME``."""
+[--lb-period SECONDS] [--lb-dump DIR] [--lb-auto] [--cpu-stats]`` runs the named scenarios
+of TOPIC one after another in one runtime; ``--shm`` sets the shared memory per PE (0: large
+buffers by MPI only), ``--lb``, ``--lb-period``, ``--lb-dump`` and ``--lb-auto`` the load
+balancer, ``--cpu-stats`` loads in CPU seconds. A scenario checks its own results (a failed
+assert ends the job with the PE and the traceback) and may return figures for the test to
+compare: plain Python values, printed by PE 0 as a literal after ``OK NAME``."""
 
 import sys
 
@@ -22,9 +22,10 @@ def main(scenarios: dict) -> None:
             k = args.index(flag)
             options[option] = kind(args[k + 1])
             del args[k:k + 2]
-    if "--cpu-stats" in args:
-        args.remove("--cpu-stats")
-        options["cpu_stats"] = True
+    for flag, option in (("--cpu-stats", "cpu_stats"), ("--lb-auto", "lb_auto")):
+        if flag in args:
+            args.remove(flag)
+            options[option] = True
     if not args or any(a not in scenarios for a in args):
         raise SystemExit(f"usage: {sys.argv[0]} NAME... [--shm BYTES] [--lb STRATEGY] "
                          f"[--lb-period SECONDS] [--cpu-stats], NAME in "

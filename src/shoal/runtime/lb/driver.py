@@ -29,6 +29,7 @@ move between entry methods; nothing pauses). A trigger during a step waits for i
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import time
 from collections.abc import Callable
@@ -39,6 +40,7 @@ import numpy as np
 
 from shoal.errors import UsageError
 from shoal.runtime.lb.database import LBDatabase
+from shoal.runtime.lb.meta import MetaBalancer
 from shoal.runtime.protocol import (
     BCAST_REQ,
     LB_COLLECT,
@@ -55,7 +57,17 @@ if TYPE_CHECKING:
     from shoal.runtime.collection import Slot
     from shoal.runtime.pe import Runtime
 
-SYNC = Reducer("_at_sync", lambda a, b: None)  # the reduction of at_sync() calls
+def _add_loads(a: dict[int, float], b: dict[int, float]) -> dict[int, float]:
+    """Sum two ``{pe: seconds}`` maps (into ``a``: each contribution is a fresh dict)."""
+    for pe, load in b.items():
+        a[pe] = a.get(pe, 0.0) + load
+    return a
+
+
+# the reduction of at_sync() calls: every element's seconds in entry methods since its
+# previous at_sync() (wall seconds, CPU with cpu_stats), summed per PE (the PE loads of the
+# iteration, for lb="auto")
+SYNC = Reducer("_at_sync", _add_loads)
 
 
 class Synced:
@@ -66,10 +78,10 @@ class Synced:
     def __init__(self, cid: int):
         self.cid = cid
 
-    def __call__(self, _value: object) -> None:
+    def __call__(self, loads: dict[int, float]) -> None:
         from shoal.runtime.context import current
 
-        current().balancer.collection_synced(self.cid)
+        current().balancer.collection_synced(self.cid, loads)
 
     def __reduce__(self) -> tuple[type, tuple[int]]:
         return (Synced, (self.cid,))
@@ -79,7 +91,9 @@ class Balancer:
     """The load balancer of one PE (the decisions are the root's)."""
 
     def __init__(self, rt: Runtime, strategy: str | None, period: float | None,
-                 dump: str | None = None):
+                 dump: str | None = None, auto: bool = False):
+        if strategy == "auto":  # lb="auto": the MetaBalancer with the default strategy
+            strategy, auto = None, True
         if period is not None and not (isinstance(period, (int, float)) and period > 0):
             raise UsageError(f"lb_period must be a number of seconds > 0, not {period!r}")
         self.dump = None if dump is None else Path(dump)
@@ -93,6 +107,9 @@ class Balancer:
         if strategy is not None:  # a misspelt name fails at start-up, not at the first step
             self.strategy = self._load(self.name)
         self.period = period
+        # lb="auto": the root asks the MetaBalancer at every AtSync point whether to balance
+        self.meta = MetaBalancer() if auto else None
+        self.iteration: dict[int, float] = {}  # PE loads of the iteration being synced
         self.step = 0  # the step this PE last took part in
         self.arrivals: dict[int, int] = {}  # step -> elements arrived here for it
         self.expect: dict[int, int] = {}  # step -> elements the root said will arrive
@@ -107,6 +124,7 @@ class Balancer:
         self.ready = 0
         self.t0 = 0.0
         self.record: dict[str, Any] = {}
+        self.decision: dict[str, Any] | None = None  # the MetaBalancer's, for the record
 
     @staticmethod
     def _load(name: str) -> Callable[[LBDatabase], np.ndarray]:
@@ -139,17 +157,36 @@ class Balancer:
         if not slot.coll.at_sync:
             raise UsageError(f"{slot.coll.cls.__name__}.at_sync(): create the array with "
                              "shoal.Array(..., at_sync=True) to balance at sync points")
-        self.rt.reductions.add_contribution(slot, None, SYNC, Synced(slot.coll.cid))
+        col = 2 if self.rt.cpu_stats else 1
+        total = sum(st[col] for st in slot.stats.values())
+        load = total - slot.sync_mark
+        slot.sync_mark = total
+        self.rt.reductions.add_contribution(slot, {self.rt.pe: load}, SYNC,
+                                            Synced(slot.coll.cid))
 
-    def collection_synced(self, cid: int) -> None:
-        """At the root: every element of collection ``cid`` has called ``at_sync()``."""
+    def collection_synced(self, cid: int, loads: dict[int, float]) -> None:
+        """At the root: every element of collection ``cid`` has called ``at_sync()``;
+        ``loads``: their seconds in entry methods since the previous call, per PE."""
         self.synced.add(cid)
+        _add_loads(self.iteration, loads)
         self._maybe_sync_step()
 
     def _maybe_sync_step(self) -> None:
         waiting = {c.cid for c in self.rt.colls.values() if c.at_sync and c.members > 0}
-        if self.synced and waiting <= self.synced:
-            self._trigger()
+        if not (self.synced and waiting <= self.synced) or self.busy:
+            if self.synced and self.busy:
+                self.pending = True
+            return
+        if self.meta is not None:
+            loads = np.zeros(self.rt.npes)
+            loads[list(self.iteration)] = list(self.iteration.values())
+            self.iteration = {}
+            decision = self.meta.observe(loads)
+            if not decision.balance:
+                self._resume_synced()
+                return
+            self.decision = dataclasses.asdict(decision)
+        self._trigger()
 
     def _tick(self) -> None:
         if self.rt.running:
@@ -197,12 +234,21 @@ class Balancer:
         keys, load, size, movable = [], [], [], []
         edges: list[tuple[Any, Any, int, int]] = []
         col = 2 if rt.cpu_stats else 1
+        now, cpu = time.perf_counter(), time.process_time()
+        wall = now - self.t_mark
+        slept = rt.slept - self.slept_mark
+        background = max(0.0, wall - (cpu - self.cpu_mark) - slept)
+        # Wall seconds in entry methods include the time another process held the core;
+        # scaled by this PE's share of the core they are CPU-like seconds, so that the
+        # strategy's capacity (which takes the background out) does not count it twice.
+        share = 1.0 if rt.cpu_stats or wall <= slept else max(
+            0.05, 1.0 - background / (wall - slept))
         for coll in rt.colls.values():
             can = coll.kind == "array" and (coll.at_sync or not sync)
             for slot in coll.local.values():
                 total = sum(st[col] for st in slot.stats.values())
                 keys.append(slot.key)
-                load.append(total - slot.lb_mark)
+                load.append((total - slot.lb_mark) * share)
                 slot.lb_mark = total
                 size.append(_packed_size(slot))
                 movable.append(can and not slot.active)
@@ -210,11 +256,7 @@ class Balancer:
                     if v[0] > v[2]:
                         edges.append((slot.key, dst, v[0] - v[2], v[1] - v[3]))
                         v[2], v[3] = v[0], v[1]
-        now, cpu = time.perf_counter(), time.process_time()
-        wall = now - self.t_mark
         idle = rt.idle - self.idle_mark
-        slept = rt.slept - self.slept_mark
-        background = max(0.0, wall - (cpu - self.cpu_mark) - slept)
         self._mark_pe()
         return {"pe": rt.pe, "keys": keys, "load": load, "size": size, "migratable": movable,
                 "wall": wall, "idle": idle, "background": background, "edges": edges}
@@ -245,7 +287,8 @@ class Balancer:
         per_pe: list[list[tuple[Any, int]]] = [[] for _ in range(rt.npes)]
         for i in moved.tolist():
             per_pe[int(db.pe[i])].append((db.keys[i], int(placement[i])))
-        self.record = {"step": step, "strategy": self.name, "objects": db.n,
+        self.record = {"step": step, "strategy": self.name, "auto": self.decision,
+                       "objects": db.n,
                        "before": db.imbalance(),
                        "after_predicted": db.imbalance(np.where(db.migratable, placement,
                                                                 db.pe)),
@@ -304,16 +347,22 @@ class Balancer:
         self.ready += 1
         if self.ready < self.rt.npes:
             return
-        rt = self.rt
-        self.record["total_time"] = time.perf_counter() - self.t0
+        self.record["total_time"] = total = time.perf_counter() - self.t0
         self.history.append(self.record)
-        for cid in sorted(self.synced):
-            rt.send(0, (BCAST_REQ, cid, "resume_from_sync", (), None, 0, None))
-        self.synced = set()
+        self.decision = None
+        if self.meta is not None:
+            self.meta.balanced(total)
+        self._resume_synced()
         self.busy = False
         if self.pending:
             self.pending = False
             self._maybe_sync_step()
+
+    def _resume_synced(self) -> None:
+        """``resume_from_sync()`` to every element of the collections that synced."""
+        for cid in sorted(self.synced):
+            self.rt.send(0, (BCAST_REQ, cid, "resume_from_sync", (), None, 0, None))
+        self.synced = set()
 
 
 def _packed_size(slot: Slot) -> int:
