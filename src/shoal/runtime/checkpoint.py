@@ -89,6 +89,7 @@ class Checkpoints:
         self.last: Future | None = None  # the latest checkpoint's outcome (PE 0)
         self.replies: dict[int, dict[str, Any]] = {}
         self.all_done: Future | None = None
+        self.restore_seconds = 0.0  # how long this PE took to restore (benchmarks)
 
     # ----------------------------------------------------------------- taking one
     def take(self, path: str | os.PathLike[str], state: dict[str, Any] | None) -> Pending:
@@ -270,6 +271,7 @@ class Checkpoints:
         """Before the scheduler runs: restore the checkpoint named at start-up, if any."""
         if self.restart is None:
             return
+        t0 = time.perf_counter()
         rt = self.rt
         root = Path(self.restart)
         manifest = shards.read_manifest(root)
@@ -300,6 +302,7 @@ class Checkpoints:
             self.state = main.load(main.entries[1])
             if not same:
                 rt.balancer.rebalance()
+        self.restore_seconds = time.perf_counter() - t0
 
     def _rebuild(self, m: dict[str, Any], infos: list[dict[str, Any]], old: int) -> None:
         """One collection, as the checkpoint saw it, on the new number of PEs."""

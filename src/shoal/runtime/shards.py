@@ -34,6 +34,7 @@ import os
 import pickle
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ FORMAT = 1  # bumped whenever what a record holds changes (Slot.pack, the manife
 MANIFEST = "manifest.json"
 OOB_MIN = 4096  # bytes: smaller buffers stay inside their record's pickle
 CHUNK = 16 << 20  # bytes per read or hash step when a file is verified or read whole
+OVERLAP = 1 << 20  # bytes: a buffer this large is hashed by a thread while it is written
 
 # an index entry: (key, pkl offset, pkl length, bin offset, lengths of the raw buffers)
 Entry = tuple[Any, int, int, int, tuple[int, ...]]
@@ -96,6 +98,18 @@ class ShardWriter:
                 out.fd = -1
 
 
+def _hasher() -> ThreadPoolExecutor:
+    """The thread that hashes large buffers while they are written or read (both release
+    the GIL: the hash costs no time of its own while the disk is the limit)."""
+    global _HASHER
+    if _HASHER is None:
+        _HASHER = ThreadPoolExecutor(1, thread_name_prefix="shoal-sha256")
+    return _HASHER
+
+
+_HASHER: ThreadPoolExecutor | None = None
+
+
 class _Out:
     """A file written sequentially, hashed on the way."""
 
@@ -107,10 +121,14 @@ class _Out:
 
     def write(self, data: bytes | memoryview) -> None:
         view = memoryview(data).cast("B")
-        self.sha.update(view)
+        hashing = _hasher().submit(self.sha.update, view) if len(view) >= OVERLAP else None
+        if hashing is None:
+            self.sha.update(view)
         done = 0
         while done < len(view):
             done += os.write(self.fd, view[done:])
+        if hashing is not None:
+            hashing.result()
         self.size += len(view)
 
     def close(self) -> dict[str, Any]:
@@ -151,6 +169,7 @@ class Shard:
         want = self.files[f"{self.name}.{ext}"]
         buf = np.empty(want["bytes"], np.uint8)
         sha = hashlib.sha256()
+        hashing = None  # the previous chunk is hashed while the next one is read
         with open(path, "rb", buffering=0) as f:
             view = buf.data
             done = 0
@@ -158,9 +177,13 @@ class Shard:
                 n = f.readinto(view[done:done + CHUNK])
                 if not n:
                     break
+                if hashing is not None:
+                    hashing.result()
                 if verify:
-                    sha.update(view[done:done + n])
+                    hashing = _hasher().submit(sha.update, view[done:done + n])
                 done += n
+        if hashing is not None:
+            hashing.result()
         if done != len(buf) or (verify and sha.hexdigest() != want["sha256"]):
             raise CheckpointError(f"{path}: corrupted (size or sha256 differs from the "
                                   "manifest); restart from another checkpoint")
