@@ -207,3 +207,54 @@ def test_a_commit_replaces_the_manifest_atomically_and_keeps_the_old_generation_
     with pytest.raises(CheckpointError, match="no complete checkpoint"):
         shards.read_manifest(tmp_path)
     assert pickle.loads((root / "g000001" / "main.idx").read_bytes())[0][0] == "state"
+
+
+# ----------------------------------------------------------------- supervised restart
+def shoal_run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "shoal", "run", *map(str, args)],
+                          capture_output=True, text=True, timeout=4 * TIMEOUT)
+
+
+def result(out: subprocess.CompletedProcess) -> dict:
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert len(lines) == 1, out.stdout[-3000:]
+    return ast.literal_eval(lines[0][len("RESULT "):])
+
+
+def test_a_job_killed_at_random_moments_and_restarted_ends_bit_identical(reference,
+                                                                         tmp_path):
+    """The job checkpoints after each of its 6 iterations; a SIGKILL of one PE at a random
+    moment (seeded) ends the job, ``--restarts`` relaunches it from the last complete
+    checkpoint, and the result is the uninterrupted run's."""
+    rng = np.random.default_rng(14)
+    for k, (pe, at) in enumerate(zip(rng.integers(0, 2, 6), rng.uniform(0.1, 1.1, 6),
+                                     strict=True)):
+        out = shoal_run("-n", 2, "--restarts", 2, "--kill", f"{pe}@{at:.3f}s", JOB, "every",
+                        tmp_path / f"k{k}")
+        got = result(out)
+        assert got["digest"] == reference["plain"]["digest"], (pe, at)
+        assert got["group"] == [(0, 6), (1, 6)]
+        assert "restart 1 of 2 " in out.stderr, out.stderr[-2000:]
+
+
+def test_shrink_on_failure_relaunches_on_fewer_pes(reference, tmp_path):
+    out = shoal_run("-n", 3, "--restarts", 1, "--shrink-on-failure", "--kill", "2@0.5s",
+                    JOB, "every", tmp_path / "s")
+    got = result(out)
+    assert got["pes"] == 2 and got["digest"] == reference["plain"]["digest"]
+    assert "on 2 PE(s)" in out.stderr
+
+
+def test_a_job_that_keeps_failing_ends_when_its_restarts_are_used_up(tmp_path):
+    out = shoal_run("-n", 2, "--restarts", 1, JOB, "no-such-scenario", tmp_path)
+    assert out.returncode != 0
+    assert "restart 1 of 1 as first started (no checkpoint completed)" in out.stderr
+    assert "1 restart(s) are used up" in out.stderr
+
+
+@pytest.mark.parametrize(("kill", "says"), [("1", "PE@time"), ("5@1s", "does not exist"),
+                                            ("1@soon", "cannot read")])
+def test_a_bad_kill_is_refused_in_one_line(tmp_path, kill, says):
+    out = shoal_run("-n", 2, "--kill", kill, JOB, "every", tmp_path)
+    assert out.returncode == 2 and says in out.stderr and out.stderr.count("\n") == 1

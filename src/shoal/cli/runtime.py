@@ -23,15 +23,23 @@ import click
 @click.option("--restart", default=None, type=click.Path(file_okay=False),
               help="Start from this checkpoint (a directory written by shoal.checkpoint), "
                    "on any -n; it is verified (sizes, sha256) first.")
+@click.option("--restarts", default=0, show_default=True, type=click.IntRange(0),
+              help="Relaunch the job this many times when it dies, from the last checkpoint "
+                   "it completed (wherever the program wrote it).")
+@click.option("--shrink-on-failure", "shrink", is_flag=True,
+              help="Relaunch on one PE fewer after each failure.")
+@click.option("--kill", "kills", multiple=True, metavar="PE@TIME",
+              help="Failure injection: SIGKILL PE's process TIME after it started (e.g. "
+                   "1@1.5s; several allowed; first launch only).")
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(nprocs: int, timeout: str | None, strategy: str | None, lb_period: str | None,
-        lb_dump: str | None, restart: str | None, program: str, args: tuple[str, ...]) -> None:
+        lb_dump: str | None, restart: str | None, restarts: int, shrink: bool,
+        kills: tuple[str, ...], program: str, args: tuple[str, ...]) -> None:
     """Run a shoal PROGRAM on N PEs through the installed mpiexec (the embedded MPICH unless
     SHOAL_MPIEXEC names another launcher). Under srun or a site mpiexec, launch
     `python PROGRAM` directly instead (set SHOAL_LB, SHOAL_LB_PERIOD, SHOAL_LB_DUMP and
     SHOAL_RESTART, or pass lb=, lb_period=, lb_dump= and restart= to shoal.start)."""
-    from shoal.launch import run_ranks
     from shoal.units import parse_duration
 
     limit = None if timeout is None else parse_duration(timeout, "--timeout")
@@ -50,5 +58,8 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_period: str |
 
         read_manifest(restart, verify=True)  # a damaged checkpoint: one line, exit 2
         env["SHOAL_RESTART"] = os.path.abspath(restart)
-    done = run_ranks(nprocs, [program, *args], timeout=limit, env=env)
-    sys.exit(done.returncode)
+    from shoal.supervise import parse_kill, supervise
+
+    failures = [parse_kill(k, nprocs) for k in kills]
+    sys.exit(supervise(nprocs, [program, *args], env, restarts=restarts, shrink=shrink,
+                       kills=failures, timeout=limit))

@@ -40,6 +40,7 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     from mpi4py import MPI
 
     from shoal.runtime.shards import read_manifest
+    from shoal.supervise import arm_kills
 
     _from_environment(options)
     if restart is None and os.environ.get("SHOAL_RESTART"):
@@ -47,7 +48,9 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     if restart is not None:
         read_manifest(restart)  # refused on every rank before the runtime starts
         options["restart"] = os.fspath(restart)
-    Runtime(MPI.COMM_WORLD if comm is None else comm, **options).run(main, *args)
+    rt = Runtime(MPI.COMM_WORLD if comm is None else comm, **options)
+    arm_kills(rt.pe)  # shoal run --kill: a failure injected into this PE
+    rt.run(main, *args)
 
 
 def _from_environment(options: dict[str, Any]) -> None:

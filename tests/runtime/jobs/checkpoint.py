@@ -1,7 +1,8 @@
 """Checkpoint and restart (run by test_checkpoint.py): ``python checkpoint.py SCENARIO DIR
 [--restart PATH]``. PE 0 prints ``RESULT`` and a Python literal for the test to compare.
 
-``ring MODE``: a deterministic ring of 7 blocks (numpy state, neighbour exchange by
+``every``: the same ring, checkpointed after every iteration (for ``shoal run --restarts``
+and ``--kill``). ``ring MODE``: a deterministic ring of 7 blocks (numpy state, neighbour exchange by
 channels, a group counting the iterations) runs 6 iterations; values posted on channels
 at iteration 3 are received at iteration 3 after the checkpoint point. MODE ``plain``
 takes no checkpoint, ``ckpt`` checkpoints at iteration 3 and goes on, ``stop`` exits right
@@ -125,6 +126,35 @@ async def ring(where, mode):
                          "pes": shoal.num_pes(), "info": info}), flush=True)
 
 
+async def every(where, _mode):
+    """A checkpoint after every iteration (of 0.15 s at least): killed at any moment and
+    relaunched by ``shoal run --restarts``, it ends as the uninterrupted ring."""
+    state = shoal.restored()
+    if state is None:
+        arr, group, it = shoal.Array(Block, BLOCKS), shoal.Group(Tally), 0
+    else:
+        arr, group, it = state["arr"], state["group"], state["it"]
+    start = it
+    while it < STEPS:
+        if it == AT:
+            arr.post()
+            fut = shoal.future()
+            arr.collect(fut)
+            await fut
+        fut = shoal.future()
+        arr.step(fut)
+        await fut
+        group.tick()
+        it += 1
+        await shoal.sleep(0.15)
+        await shoal.checkpoint(where, {"arr": arr, "group": group, "it": it})
+    blocks = await arr.result(ret=True)
+    digest = hashlib.sha256(b"".join(b.tobytes() for b in blocks)).hexdigest()
+    members = await group.report(ret=True)
+    print("RESULT", repr({"digest": digest, "group": members, "start": start,
+                         "pes": shoal.num_pes()}), flush=True)
+
+
 async def serial(where, _mode):
     """Two calls without awaiting in between: the second waits for the first."""
     arr = shoal.Array(Block, BLOCKS)
@@ -171,8 +201,9 @@ def main():
         restart = args[k + 1]
         del args[k:k + 2]
     scenario, where, mode = args[0], args[1], (args[2] if len(args) > 2 else "")
-    shoal.start({"ring": ring, "serial": serial, "refused": refused, "show": show}[scenario],
-                where, mode, restart=restart)
+    scenarios = {"ring": ring, "every": every, "serial": serial, "refused": refused,
+                 "show": show}
+    shoal.start(scenarios[scenario], where, mode, restart=restart)
 
 
 if __name__ == "__main__":
