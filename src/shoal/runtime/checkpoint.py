@@ -172,12 +172,13 @@ class Checkpoints:
                          "completed": coll.completed, "rets": coll.rets})
         writer = shards.ShardWriter(tmp, "main")
         try:
-            writer.add("colls", meta)
-            try:
-                writer.add("state", state)
-            except Exception as exc:
-                raise CheckpointError(f"the state given to shoal.checkpoint cannot be saved: "
-                                      f"{exc!r}") from None
+            for key, value, what in (("colls", meta, "the collections (their classes and "
+                                      "maps must be picklable)"),
+                                     ("state", state, "the state given to shoal.checkpoint")):
+                try:
+                    writer.add(key, value)
+                except Exception as exc:
+                    raise CheckpointError(f"{what} cannot be saved: {exc!r}") from None
             return writer.close()
         except BaseException:
             writer.abandon()
