@@ -2,7 +2,7 @@
 such a runtime needs (gossip-spread node state, communication models, topology and mapping)."""
 
 from shoal._version import __version__
-from shoal.errors import ShoalError, UsageError, WireError
+from shoal.errors import CheckpointError, ShoalError, UsageError, WireError
 from shoal.runtime import (
     Array,
     Channel,
@@ -11,6 +11,7 @@ from shoal.runtime import (
     Group,
     Reducer,
     Runtime,
+    checkpoint,
     create,
     exit,
     future,
@@ -18,11 +19,13 @@ from shoal.runtime import (
     my_pe,
     num_pes,
     quiescence,
+    restored,
     sleep,
     start,
     stats,
 )
 
-__all__ = ["Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime", "ShoalError",
-           "UsageError", "WireError", "__version__", "create", "exit", "future", "lb_history",
-           "my_pe", "num_pes", "quiescence", "sleep", "start", "stats"]
+__all__ = ["Array", "Channel", "Chare", "CheckpointError", "Future", "Group", "Reducer",
+           "Runtime", "ShoalError", "UsageError", "WireError", "__version__", "checkpoint",
+           "create", "exit", "future", "lb_history", "my_pe", "num_pes", "quiescence",
+           "restored", "sleep", "start", "stats"]

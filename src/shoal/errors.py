@@ -16,3 +16,9 @@ class UsageError(ShoalError):
 
 class WireError(ShoalError):
     """A message off the wire that does not follow the expected format."""
+
+
+class CheckpointError(ShoalError):
+    """A checkpoint that cannot be written or restarted from (missing, partial, corrupted,
+    written by another version, or a state that cannot be saved); the message names the
+    file or the element."""

@@ -20,7 +20,7 @@ def handler_methods(rt: Runtime) -> set[str]:
     """Every ``on_*`` method of the core and of its managers, as ``owner.method``."""
     owners = {"core": rt, **{name: getattr(rt, name) for name in
                              ("location", "migration", "broadcasts", "reductions",
-                              "quiescence", "balancer")}}
+                              "quiescence", "balancer", "checkpoints")}}
     return {f"{owner}.{name}" for owner, obj in owners.items()
             for name, _ in inspect.getmembers(type(obj), inspect.isfunction)
             if name.startswith("on_")}
@@ -41,7 +41,8 @@ def test_every_kind_has_exactly_one_handler_and_every_handler_a_kind():
 
 def test_only_the_runtimes_own_bookkeeping_is_left_out_of_quiescence_counts():
     uncounted = {k.name for k in KINDS if not k.counted}
-    assert uncounted == {"LOC", "HOME", "DELETED", "QD_ASK", "QD_REPLY", "EXIT"}
+    assert uncounted == {"LOC", "HOME", "DELETED", "QD_ASK", "QD_REPLY", "EXIT",
+                         "CKPT_WRITE", "CKPT_DONE"}
     assert protocol.COUNTED == tuple(k.counted for k in KINDS)
 
 

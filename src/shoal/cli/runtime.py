@@ -24,17 +24,27 @@ import click
 @click.option("--lb-dump", default=None, type=click.Path(file_okay=False),
               help="Write each balancing step's database into this directory "
                    "(step-0001.npz, ...; read them with shoal lb simulate).")
+@click.option("--restart", default=None, type=click.Path(file_okay=False),
+              help="Start from this checkpoint (a directory written by shoal.checkpoint), "
+                   "on any -n; it is verified (sizes, sha256) first.")
+@click.option("--restarts", default=0, show_default=True, type=click.IntRange(0),
+              help="Relaunch the job this many times when it dies, from the last checkpoint "
+                   "it completed (wherever the program wrote it).")
+@click.option("--shrink-on-failure", "shrink", is_flag=True,
+              help="Relaunch on one PE fewer after each failure.")
+@click.option("--kill", "kills", multiple=True, metavar="PE@TIME",
+              help="Failure injection: SIGKILL PE's process TIME after it started (e.g. "
+                   "1@1.5s; several allowed; first launch only).")
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
-        lb_period: str | None, lb_dump: str | None, program: str,
-        args: tuple[str, ...]) -> None:
+        lb_period: str | None, lb_dump: str | None, restart: str | None, restarts: int,
+        shrink: bool, kills: tuple[str, ...], program: str, args: tuple[str, ...]) -> None:
     """Run a shoal PROGRAM on N PEs through the installed mpiexec (the embedded MPICH unless
     SHOAL_MPIEXEC names another launcher). Under srun or a site mpiexec, launch
-    `python PROGRAM` directly instead (set SHOAL_LB, SHOAL_LB_AUTO=1, SHOAL_LB_PERIOD and
-    SHOAL_LB_DUMP, or
-    pass lb=, lb_auto=, lb_period= and lb_dump= to shoal.start)."""
-    from shoal.launch import run_ranks
+    `python PROGRAM` directly instead (set SHOAL_LB, SHOAL_LB_AUTO=1, SHOAL_LB_PERIOD,
+    SHOAL_LB_DUMP and SHOAL_RESTART, or pass lb=, lb_auto=, lb_period=, lb_dump= and
+    restart= to shoal.start)."""
     from shoal.units import parse_duration
 
     limit = None if timeout is None else parse_duration(timeout, "--timeout")
@@ -51,5 +61,13 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
         env["SHOAL_LB_PERIOD"] = repr(parse_duration(lb_period, "--lb-period"))
     if lb_dump is not None:
         env["SHOAL_LB_DUMP"] = os.path.abspath(lb_dump)
-    done = run_ranks(nprocs, [program, *args], timeout=limit, env=env)
-    sys.exit(done.returncode)
+    if restart is not None:
+        from shoal.runtime.shards import read_manifest
+
+        read_manifest(restart, verify=True)  # a damaged checkpoint: one line, exit 2
+        env["SHOAL_RESTART"] = os.path.abspath(restart)
+    from shoal.supervise import parse_kill, supervise
+
+    failures = [parse_kill(k, nprocs) for k in kills]
+    sys.exit(supervise(nprocs, [program, *args], env, restarts=restarts, shrink=shrink,
+                       kills=failures, timeout=limit))

@@ -4,6 +4,7 @@ model in Python. See :mod:`shoal.runtime.pe` for the scheduler and its managers.
 from shoal.runtime.api import (
     Array,
     Group,
+    checkpoint,
     create,
     exit,
     future,
@@ -11,6 +12,7 @@ from shoal.runtime.api import (
     my_pe,
     num_pes,
     quiescence,
+    restored,
     sleep,
     start,
     stats,
@@ -21,6 +23,6 @@ from shoal.runtime.futures import Future
 from shoal.runtime.pe import Runtime
 from shoal.runtime.reducers import Reducer
 
-__all__ = ["Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime", "create",
-           "exit", "future", "lb_history", "my_pe", "num_pes", "quiescence", "sleep", "start",
-           "stats"]
+__all__ = ["Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime", "checkpoint",
+           "create", "exit", "future", "lb_history", "my_pe", "num_pes", "quiescence",
+           "restored", "sleep", "start", "stats"]

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from shoal.errors import UsageError
+from shoal.runtime.checkpoint import Pending
 from shoal.runtime.context import current
 from shoal.runtime.futures import Future
 from shoal.runtime.maps import OnPE
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = None,
-          **options: Any) -> None:
+          restart: str | os.PathLike[str] | None = None, **options: Any) -> None:
     """Run the runtime on every rank of ``comm`` (default MPI_COMM_WORLD) until
     :func:`exit` or until ``main`` returns; ``main(*args)`` runs on PE 0, as a coroutine if
     it is an ``async def``. ``options`` go to :class:`~shoal.runtime.pe.Runtime`
@@ -31,11 +32,25 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     ``lb_dump``, ``lb_auto``; the environment variables ``SHOAL_LB``, ``SHOAL_LB_PERIOD``,
     ``SHOAL_LB_DUMP`` and ``SHOAL_LB_AUTO``, which ``shoal run --lb`` and friends set, give
     the last four when they are not passed). In library mode, pass the
-    communicator of the ranks that take part: control returns when the runtime exits."""
+    communicator of the ranks that take part: control returns when the runtime exits.
+    ``restart``: a checkpoint directory (:func:`checkpoint`; default ``$SHOAL_RESTART``,
+    which ``shoal run --restart`` sets) to start from, on any number of PEs; ``main`` runs
+    again and finds the saved state in :func:`restored`. A missing, partial or
+    version-mismatched checkpoint raises :class:`~shoal.errors.CheckpointError` here."""
     from mpi4py import MPI
 
+    from shoal.runtime.shards import read_manifest
+    from shoal.supervise import arm_kills
+
     _from_environment(options)
-    Runtime(MPI.COMM_WORLD if comm is None else comm, **options).run(main, *args)
+    if restart is None and os.environ.get("SHOAL_RESTART"):
+        restart = os.environ["SHOAL_RESTART"]
+    if restart is not None:
+        read_manifest(restart)  # refused on every rank before the runtime starts
+        options["restart"] = os.fspath(restart)
+    rt = Runtime(MPI.COMM_WORLD if comm is None else comm, **options)
+    arm_kills(rt.pe)  # shoal run --kill: a failure injected into this PE
+    rt.run(main, *args)
 
 
 def _from_environment(options: dict[str, Any]) -> None:
@@ -111,6 +126,25 @@ def num_pes() -> int:
 def stats() -> dict[str, Any]:
     """This PE's instrumentation (see :meth:`shoal.runtime.pe.Runtime.stats`)."""
     return current().stats()
+
+
+def checkpoint(path: str | os.PathLike[str], state: dict[str, Any] | None = None
+               ) -> Pending:
+    """``await shoal.checkpoint(path, state={...})`` in ``main``: save every array, group
+    and single chare and ``state`` (may hold proxies and numpy arrays) to directory
+    ``path``, taken at the next quiescence (between iterations: an element with a suspended
+    coroutine cannot be saved and refuses the checkpoint). Resolves once the checkpoint is
+    complete on disk, to a summary (``path``, ``generation``, ``bytes``, ``elements``,
+    ``seconds``); the previous checkpoint in ``path`` stays until then. A second call
+    waits for the first. Restart with ``shoal.start(main, restart=path)`` or ``shoal run
+    --restart path``, on any number of PEs (see :mod:`shoal.runtime.checkpoint`)."""
+    return current().checkpoints.take(path, state)
+
+
+def restored() -> Any:
+    """In ``main``: the ``state`` saved by the checkpoint this run restarted from (its
+    proxies live), or None on a fresh start."""
+    return current().checkpoints.restored()
 
 
 def lb_history() -> list[dict[str, Any]]:

@@ -32,6 +32,12 @@ if TYPE_CHECKING:
     from shoal.runtime.pe import Runtime
 
 
+def packed(slot: Slot, queued: list[tuple]) -> tuple:
+    """An element as it travels and as a checkpoint saves it: ``(cid, index, object,
+    state)``, the state with its queued messages (:meth:`Slot.pack`)."""
+    return (slot.coll.cid, slot.index, slot.obj, slot.pack(queued))
+
+
 class Migration:
     """The migration manager of one PE."""
 
@@ -90,9 +96,8 @@ class Migration:
             del coll.local[slot.index]
             rt.location.left(coll, slot, dest)
             rt.reductions.element_left(coll, slot)
-            obj = slot.obj
-            obj.__dict__.pop("_slot", None)
-            out.setdefault(dest, []).append((coll.cid, slot.index, obj, slot.pack(queued)))
+            slot.obj.__dict__.pop("_slot", None)  # (no copy of the dict when pickled)
+            out.setdefault(dest, []).append(packed(slot, queued))
             touched[coll.cid] = coll
         for dest, items in out.items():
             for k in range(0, len(items), CHUNK):
@@ -102,8 +107,12 @@ class Migration:
         return {dest: len(items) for dest, items in out.items()}
 
     def on_migrate(self, env: tuple) -> None:
-        """Elements arrive: each is rebuilt with its queue, then runs ``on_migrated()``."""
         _, items, step = env
+        self.arrive(items, step)
+
+    def arrive(self, items: list[tuple], step: int = 0) -> None:
+        """Elements arrive (migrated, or read from a checkpoint): each is rebuilt with its
+        queue, then runs ``on_migrated()``."""
         rt = self.rt
         arrived: dict[int, list[Slot]] = {}
         for item in items:

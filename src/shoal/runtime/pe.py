@@ -31,6 +31,7 @@ from typing import Any
 from numpy import ndarray
 
 from shoal.errors import ShoalError, UsageError
+from shoal.runtime.checkpoint import Checkpoints
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.collectives.broadcast import Broadcasts
 from shoal.runtime.collectives.quiescence import Quiescence
@@ -89,7 +90,7 @@ def _precise_sleep() -> None:
 class Runtime:
     """The PE core: scheduler, sends, entry-method invocation and futures of one PE, and
     its managers (``location``, ``migration``, ``broadcasts``, ``reductions``,
-    ``quiescence``, ``balancer``).
+    ``quiescence``, ``balancer``, ``checkpoints``).
 
     ``poll_spin`` and ``poll_max`` (seconds) set the idle back-off; ``instrument`` records
     the calls and wall time of every entry method per element (on by default, for the load
@@ -102,12 +103,14 @@ class Runtime:
     each step's database (``step-0001.npz``...), ``lb_period`` asks for a balancing step
     every so many seconds, and ``lb_auto`` (or ``lb="auto"``) lets the MetaBalancer decide
     at every AtSync point whether a step pays (see :mod:`shoal.runtime.lb.driver`).
+    ``restart`` names a checkpoint to start from (see :mod:`shoal.runtime.checkpoint`).
     """
 
     def __init__(self, comm: Any, *, poll_spin: float = 2e-4, poll_max: float = 1e-3,
                  instrument: bool = True, cpu_stats: bool = False, shm_bytes: int = SHM_BYTES,
                  lb: str | None = None, lb_period: float | None = None,
-                 lb_dump: str | None = None, lb_auto: bool = False):
+                 lb_dump: str | None = None, lb_auto: bool = False,
+                 restart: str | None = None):
         if not (0 <= poll_spin and 0 < poll_max):
             raise UsageError("poll_spin must be >= 0 and poll_max > 0 (seconds)")
         if not (isinstance(shm_bytes, int) and shm_bytes >= 0):
@@ -142,10 +145,11 @@ class Runtime:
         self.run_invoke: Callable[[Slot, tuple], None] = self._run_invoke
         self.run_envelope: Callable[[tuple, None], None] = self._run_envelope
         self.run_task: Callable[[Task, Any], None] = self._resume
-        self._attach_managers(lb, lb_period, lb_dump, lb_auto)
+        self._attach_managers(lb, lb_period, lb_dump, lb_auto, restart)
 
     def _attach_managers(self, lb: str | None = None, lb_period: float | None = None,
-                         lb_dump: str | None = None, lb_auto: bool = False) -> None:
+                         lb_dump: str | None = None, lb_auto: bool = False,
+                         restart: str | None = None) -> None:
         """The managers, and the handler of every message kind (an error at start-up if
         one is missing)."""
         self.location = Location(self)
@@ -154,6 +158,7 @@ class Runtime:
         self.reductions = Reductions(self)
         self.quiescence = Quiescence(self)
         self.balancer = Balancer(self, lb, lb_period, lb_dump, lb_auto)
+        self.checkpoints = Checkpoints(self, restart)
         self.handlers = handler_table(self)
 
     # ----------------------------------------------------------------- start and stop
@@ -163,6 +168,7 @@ class Runtime:
         set_current(self)
         try:
             self.running = True
+            self.checkpoints.start()
             self.balancer.start()
             if self.pe == 0 and main is not None:
                 self.push(0, self._run_main, main, args)
@@ -516,8 +522,9 @@ class Runtime:
                 slot.active -= 1
             if task.fut is not None:
                 self.reply(task.fut, slot, stop.value)
-            if slot is None:  # main returned
-                self.exit()
+            if slot is None:
+                if task.fut is None:  # main returned (the runtime's own coroutines, a
+                    self.exit()  # checkpoint's, answer a future instead)
             elif slot.migrate_to is not None and slot.active == 0:
                 self.migration.move_deferred(slot)
             return

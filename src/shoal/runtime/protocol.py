@@ -60,6 +60,8 @@ DELETED = _kind("DELETED", "location.on_deleted", counted=False)
 QD_ASK = _kind("QD_ASK", "quiescence.on_ask", counted=False)
 QD_REPLY = _kind("QD_REPLY", "quiescence.on_reply", counted=False)
 EXIT = _kind("EXIT", "core.on_exit", counted=False)
+CKPT_WRITE = _kind("CKPT_WRITE", "checkpoints.on_write", counted=False)
+CKPT_DONE = _kind("CKPT_DONE", "checkpoints.on_done", counted=False)
 
 COUNTED: tuple[bool, ...] = tuple(k.counted for k in KINDS)
 

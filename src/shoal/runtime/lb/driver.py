@@ -193,6 +193,27 @@ class Balancer:
             self._trigger()
             self.rt.after(self.period or 0.0, self._tick)
 
+    def hold(self) -> bool:
+        """At the root: keep steps from starting (a checkpoint is being written; a trigger
+        meanwhile waits, as during a step). False if a step is running."""
+        if self.busy:
+            return False
+        self.busy = True
+        return True
+
+    def release(self) -> None:
+        """End :meth:`hold`; an AtSync trigger that came meanwhile runs now."""
+        self.busy = False
+        if self.pending:
+            self.pending = False
+            self._maybe_sync_step()
+
+    def rebalance(self) -> None:
+        """At the root, after a restart on another number of PEs: a step as soon as the
+        scheduler runs, when balancing is configured (a strategy or a period)."""
+        if self.strategy is not None or self.period is not None:
+            self.rt.after(0.0, self._trigger)
+
     def _trigger(self) -> None:
         if self.busy:
             self.pending = True

@@ -1,0 +1,405 @@
+"""Checkpoint to disk and restart on any number of PEs (seed 002, Section III-B: "Split
+execution is trivially enabled by migrating the work/data units to disk. Since the
+checkpoints are unit-based, restarting from them does not depend on the core counts").
+
+**Taking one** (``await shoal.checkpoint(path, state={...})`` on PE 0, normally in
+``main``): checkpoints run one after another (a second call waits for the first).
+
+1. The consistent point: the runtime waits for quiescence (no application message in
+   flight or queued anywhere; the caller is suspended in the call) and holds the load
+   balancer's trigger, so nothing moves while the shards are written. This is Charm++'s
+   rule of checkpoints taken between iterations. At that point every message sent has run
+   or waits in its receiver's channel buffer, so the elements (with their buffers,
+   sequence numbers and reduction and broadcast counters) are the whole state. An element
+   with a suspended coroutine cannot be saved (a coroutine's frame cannot be pickled): the
+   checkpoint is refused, naming the element and its method.
+2. PE 0 sends ``CKPT_WRITE`` to every PE; each writes its shard in parallel (its PE's
+   counters, then every local element packed as migration packs it,
+   :func:`~shoal.runtime.migration.packed`) and answers ``CKPT_DONE`` with its files'
+   sizes and sha256, or its error. PE 0 also writes the collections and ``state``.
+3. PE 0 commits the generation (:mod:`shoal.runtime.shards`) or, on any error, removes it
+   and raises :class:`~shoal.errors.CheckpointError` in the caller: the previous
+   checkpoint stays as it was. Under ``shoal run`` (``SHOAL_JOBDIR`` set) PE 0 then writes
+   the checkpoint's path to ``$SHOAL_JOBDIR/checkpoint`` for the supervisor.
+
+**Restarting** (``shoal.start(main, restart=path)``, ``shoal run --restart path``), on
+any number of PEs P (the checkpoint was taken on Q): before its scheduler runs, each PE
+rebuilds every collection and reads the elements whose new place is here, straight from
+the shards: where they were if P = Q, else at their home under the new P (then the load
+balancer, when one is configured, runs a step). Pending reductions continue: the partial
+results saved on every PE are handed to the new root. ``main`` then runs again on PE 0
+and ``shoal.restored()`` gives it the saved ``state`` with live proxies.
+
+Groups get one member per new PE: member p keeps saved member p's state when p < Q; a
+member on a new PE (p >= Q) starts as a copy of saved member 0 (fresh sequence numbers,
+empty channel buffers); the members of PEs beyond P are dropped with their state. A group
+with a reduction in progress can restart on Q PEs only. Identities that do not survive
+(PEs and group members numbered min(P, Q) and above) are forgotten by every sequence
+number that named them. Futures are not saved: a value sent to a future of the old run is
+an error. Load-balancing history and statistics of PEs start afresh (those of elements
+travel with them).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from shoal._version import __version__
+from shoal.errors import CheckpointError, UsageError
+from shoal.runtime import shards
+from shoal.runtime.collection import Collection, Slot
+from shoal.runtime.futures import Future, Task
+from shoal.runtime.maps import OnPE
+from shoal.runtime.migration import packed
+from shoal.runtime.protocol import CKPT_DONE, CKPT_WRITE, RED
+
+if TYPE_CHECKING:
+    from collections.abc import Generator
+
+    from shoal.runtime.pe import Runtime
+
+
+class Pending:
+    """``await``-able result of :func:`shoal.checkpoint`: a summary of the checkpoint
+    (``path``, ``generation``, ``bytes``, ``elements``, ``seconds``), or the
+    :class:`~shoal.errors.CheckpointError` that refused it."""
+
+    __slots__ = ("fut",)
+
+    def __init__(self, fut: Future):
+        self.fut = fut
+
+    def __await__(self) -> Generator[Future, Any, dict[str, Any]]:
+        ok, value = yield from self.fut.__await__()
+        if not ok:
+            raise CheckpointError(value)
+        return value
+
+
+class Checkpoints:
+    """The checkpoint manager of one PE (the decisions are PE 0's)."""
+
+    def __init__(self, rt: Runtime, restart: str | os.PathLike[str] | None = None):
+        self.rt = rt
+        self.restart = restart
+        self.state: Any = None  # what restored() gives main
+        self.last: Future | None = None  # the latest checkpoint's outcome (PE 0)
+        self.replies: dict[int, dict[str, Any]] = {}
+        self.all_done: Future | None = None
+        self.restore_seconds = 0.0  # how long this PE took to restore (benchmarks)
+
+    # ----------------------------------------------------------------- taking one
+    def take(self, path: str | os.PathLike[str], state: dict[str, Any] | None) -> Pending:
+        """Start a checkpoint to ``path`` once the previous one is complete."""
+        rt = self.rt
+        if rt.pe != 0:
+            raise UsageError(f"shoal.checkpoint runs on PE 0 (in main), not on PE {rt.pe}")
+        if state is not None and not isinstance(state, dict):
+            raise UsageError(f"state must be a dict (or None), not {type(state).__name__}")
+        done = rt.future()
+        prev, self.last = self.last, done
+        rt.push(0, rt.run_task, Task(self._take(Path(path), state, prev), None, done,
+                                     "checkpoint"), None)
+        return Pending(done)
+
+    async def _take(self, root: Path, state: dict[str, Any] | None,
+                    prev: Future | None) -> tuple[bool, Any]:
+        if prev is not None:
+            await prev
+        rt = self.rt
+        while True:
+            await rt.quiescence.request()
+            if rt.balancer.hold():  # no step started since: nothing moves from here on
+                break
+        try:
+            return True, await self._write(root, state)
+        except (CheckpointError, OSError) as exc:
+            return False, str(exc)
+        finally:
+            rt.balancer.release()
+
+    async def _write(self, root: Path, state: dict[str, Any] | None) -> dict[str, Any]:
+        rt = self.rt
+        t0 = time.perf_counter()
+        gen = shards.next_generation(root)
+        tmp = shards.prepare(root, gen)
+        self.replies = {}
+        self.all_done = rt.future()
+        for p in range(1, rt.npes):
+            rt.send(p, (CKPT_WRITE, str(tmp)))
+        try:
+            main_files = self._write_main(tmp, state)
+        except CheckpointError as exc:
+            main_files = {"error": str(exc)}
+        self.on_write((CKPT_WRITE, str(tmp)))
+        replies = await self.all_done
+        errors = [r["error"] for r in (main_files, *replies.values()) if "error" in r]
+        if errors:
+            shards.abandon(tmp)
+            raise CheckpointError(f"checkpoint to {root} refused: {'; '.join(errors)} (the "
+                                  "previous checkpoint there, if any, is kept)")
+        files = dict(main_files)
+        colls: dict[int, list[int]] = {}
+        for reply in replies.values():
+            files.update(reply["files"])
+            for cid, (n, nbytes) in reply["colls"].items():
+                total = colls.setdefault(cid, [0, 0])
+                total[0] += n
+                total[1] += nbytes
+        manifest = {"format": shards.FORMAT, "shoal": __version__, "generation": gen,
+                    "dir": "", "pes": rt.npes,
+                    "collections": [_describe(coll, *colls.get(cid, (0, 0)))
+                                    for cid, coll in rt.colls.items()],
+                    "elements": sum(n for n, _ in colls.values()),
+                    "bytes": sum(f["bytes"] for f in files.values()), "files": files}
+        shards.commit(root, gen, tmp, manifest)
+        self._tell_supervisor(root)
+        return {"path": str(root), "generation": gen, "bytes": manifest["bytes"],
+                "elements": manifest["elements"], "seconds": time.perf_counter() - t0}
+
+    def _write_main(self, tmp: Path, state: dict[str, Any] | None) -> dict[str, Any]:
+        """The collections (with the root's reduction and broadcast counts) and ``state``."""
+        meta = []
+        for coll in self.rt.colls.values():
+            meta.append({"cid": coll.cid, "kind": coll.kind, "cls": coll.cls,
+                         "ndims": coll.ndims, "dims": coll.dims, "map": coll.map,
+                         "at_sync": coll.at_sync, "bcast_count": coll.bcast_count,
+                         "size": coll.size, "size_events": coll.size_events,
+                         "members": coll.members, "next_red": coll.next_red,
+                         "completed": coll.completed, "rets": coll.rets})
+        writer = shards.ShardWriter(tmp, "main")
+        try:
+            for key, value, what in (("colls", meta, "the collections (their classes and "
+                                      "maps must be picklable)"),
+                                     ("state", state, "the state given to shoal.checkpoint")):
+                try:
+                    writer.add(key, value)
+                except Exception as exc:
+                    raise CheckpointError(f"{what} cannot be saved: {exc!r}") from None
+            return writer.close()
+        except BaseException:
+            writer.abandon()
+            raise
+
+    def on_write(self, env: tuple) -> None:
+        """Write this PE's shard into the generation directory; answer PE 0."""
+        _, tmp = env
+        rt = self.rt
+        try:
+            result = self._write_shard(Path(tmp))
+        except Exception as exc:
+            result = {"error": f"PE {rt.pe}: {exc}"}
+        if rt.pe == 0:
+            self.on_done((CKPT_DONE, 0, result))
+        else:
+            rt.send(0, (CKPT_DONE, rt.pe, result))
+
+    def _write_shard(self, tmp: Path) -> dict[str, Any]:
+        rt = self.rt
+        self._refuse_suspended()
+        if rt.queue.fifo or rt.queue.heap:
+            raise CheckpointError("internal: work queued at the consistent point")
+        writer = shards.ShardWriter(tmp, f"pe-{rt.pe:05d}")
+        colls: dict[int, list[int]] = {}
+        try:
+            writer.add("pe", self._pe_info())
+            for coll in rt.colls.values():
+                count = colls[coll.cid] = [0, 0]
+                for slot in coll.local.values():
+                    try:
+                        count[1] += writer.add(slot.key, packed(slot, []))
+                    except Exception as exc:
+                        raise CheckpointError(f"{_name(slot)} cannot be saved: {exc!r}"
+                                              ) from None
+                    count[0] += 1
+            return {"files": writer.close(), "colls": colls}
+        except BaseException:
+            writer.abandon()
+            raise
+
+    def _pe_info(self) -> dict[str, Any]:
+        """This PE's counters and its part of each collection that is not in an element."""
+        rt = self.rt
+        return {"pe": rt.pe, "ncoll": rt.location.ncoll, "nfut": rt.nfut,
+                "pe_out": rt.pe_out,
+                "colls": {cid: {"deleted": coll.deleted, "partial": coll.partial,
+                                "total": coll.total} for cid, coll in rt.colls.items()}}
+
+    def _refuse_suspended(self) -> None:
+        rt = self.rt
+        busy = [slot for coll in rt.colls.values() for slot in coll.local.values()
+                if slot.active]
+        if not busy:
+            return
+        methods = sorted({task.name for fut in rt.futures.values() for task in fut.waiters
+                          if task.slot is busy[0]})
+        more = f" (and {len(busy) - 1} more element(s))" if len(busy) > 1 else ""
+        raise CheckpointError(f"{_name(busy[0])} has a suspended coroutine "
+                              f"({', '.join(methods) or 'an entry method'}){more}: a "
+                              "coroutine cannot be saved; take the checkpoint between "
+                              "iterations, when no entry method is awaiting")
+
+    def on_done(self, env: tuple) -> None:
+        """At PE 0: one PE's shard is on disk (or failed); with all of them, go on."""
+        _, pe, result = env
+        self.replies[pe] = result
+        if len(self.replies) == self.rt.npes and self.all_done is not None:
+            fut, self.all_done = self.all_done, None
+            self.rt.resolve(0, fut.fid, self.replies)
+
+    @staticmethod
+    def _tell_supervisor(root: Path) -> None:
+        """``shoal run`` restarts from the last checkpoint the job completed: it is here."""
+        jobdir = os.environ.get("SHOAL_JOBDIR")
+        if not jobdir:
+            return
+        note = Path(jobdir) / "checkpoint"
+        staged = note.with_suffix(".tmp")
+        staged.write_text(str(root.resolve()) + "\n")
+        staged.rename(note)
+
+    # ----------------------------------------------------------------- restarting
+    def restored(self) -> Any:
+        """The ``state`` of the checkpoint this run restarted from (None on a fresh start)."""
+        if self.rt.pe != 0:
+            raise UsageError("shoal.restored() gives main (on PE 0) its saved state")
+        return self.state
+
+    def start(self) -> None:
+        """Before the scheduler runs: restore the checkpoint named at start-up, if any."""
+        if self.restart is None:
+            return
+        t0 = time.perf_counter()
+        rt = self.rt
+        root = Path(self.restart)
+        manifest = shards.read_manifest(root)
+        gen = root / manifest["dir"]
+        files = {rel.split("/", 1)[1]: info for rel, info in manifest["files"].items()}
+        old = int(manifest["pes"])
+        same = old == rt.npes
+        main = shards.Shard(gen, "main", files, whole=rt.pe == 0)
+        pes = [shards.Shard(gen, f"pe-{q:05d}", files, whole=same and q == rt.pe)
+               for q in range(old)]
+        infos = [shard.load(shard.entries[0]) for shard in pes]
+        meta = main.load(main.entries[0])
+        for m in meta:
+            self._rebuild(m, infos, old)
+        for q, shard in enumerate(pes):
+            if not same and q % rt.npes == rt.pe:
+                shard.verify()  # every shard is checked by one PE
+        rt.migration.arrive(self._mine(pes, same))
+        if rt.pe < old:
+            info = infos[rt.pe]
+            rt.pe_out = info["pe_out"]
+            rt.nfut = info["nfut"]
+            rt.location.ncoll = info["ncoll"]
+        if not same:
+            self._regroup(pes, meta, old)
+        if rt.pe == 0:
+            self._continue_reductions(infos)
+            self.state = main.load(main.entries[1])
+            if not same:
+                rt.balancer.rebalance()
+        self.restore_seconds = time.perf_counter() - t0
+
+    def _rebuild(self, m: dict[str, Any], infos: list[dict[str, Any]], old: int) -> None:
+        """One collection, as the checkpoint saw it, on the new number of PEs."""
+        rt = self.rt
+        cid = m["cid"]
+        dims, mapping = m["dims"], m["map"]
+        regroup = m["kind"] == "group" and old != rt.npes
+        if regroup:
+            dims = (rt.npes,)
+        elif isinstance(mapping, OnPE) and mapping.pe >= rt.npes:
+            mapping = OnPE(mapping.pe % rt.npes)  # a single chare on a PE that is gone
+        coll = Collection(cid, m["kind"], m["cls"], m["ndims"], dims, mapping, rt.npes,
+                          m["at_sync"])
+        coll.bcast_count = m["bcast_count"]
+        deleted = set().union(*(info["colls"][cid]["deleted"] for info in infos))
+        coll.deleted = {index for index in deleted if coll.home(index) == rt.pe}
+        if rt.pe == 0:
+            pending = any(info["colls"][cid]["partial"] or info["colls"][cid]["total"]
+                          for info in infos) or m["rets"]
+            if regroup and pending:
+                raise CheckpointError(f"group {m['cls'].__name__} had a reduction or "
+                                      f"broadcast in progress at the checkpoint: restart "
+                                      f"it on {old} PEs")
+            coll.next_red = m["next_red"]
+            coll.completed = set(m["completed"])
+            if not regroup:
+                coll.size, coll.size_events = m["size"], list(m["size_events"])
+                coll.members, coll.rets = m["members"], m["rets"]
+        rt.colls[cid] = coll
+        if m["at_sync"]:
+            rt.balancer.prepare()
+
+    def _mine(self, pes: list[shards.Shard], same: bool) -> list[tuple]:
+        """The saved elements whose place is this PE: where they were when the number of
+        PEs is unchanged, else at their homes (group member p on PE p, if p remains)."""
+        rt = self.rt
+        items = []
+        for q, shard in enumerate(pes):
+            for entry in shard.entries[1:]:
+                cid, index = entry[0]
+                coll = rt.colls[cid]
+                if same:
+                    here = q == rt.pe
+                elif coll.kind == "group":
+                    here = index[0] == rt.pe
+                else:
+                    here = coll.home(index) == rt.pe
+                if here:
+                    items.append(shard.load(entry))
+        return items
+
+    def _regroup(self, pes: list[shards.Shard], meta: list[dict[str, Any]], old: int) -> None:
+        """On another number of PEs: a group member on a PE that did not exist is a copy of
+        saved member 0; sequence numbers forget the PEs and members that did not survive."""
+        rt = self.rt
+        groups = {m["cid"] for m in meta if m["kind"] == "group"}
+        if rt.pe >= old:
+            firsts = [entry for entry in pes[0].entries[1:]
+                      if entry[0][0] in groups and entry[0][1] == (0,)]
+            rt.migration.arrive([_as_member(pes[0].load(entry), rt.pe) for entry in firsts])
+            for entry in firsts:
+                slot = rt.colls[entry[0][0]].local[(rt.pe,)]
+                slot.expected, slot.out, slot.chan, slot.stats = {}, {}, {}, {}
+        cut = min(old, rt.npes)
+
+        def gone(key: tuple) -> bool:
+            return ((key[0] == -1 and key[1] >= cut)
+                    or (key[0] in groups and key[1][0] >= cut))
+
+        for d in [rt.pe_out, *(s.out for c in rt.colls.values() for s in c.local.values()),
+                  *(s.expected for c in rt.colls.values() for s in c.local.values())]:
+            for key in [k for k in d if gone(k)]:
+                del d[key]
+
+    def _continue_reductions(self, infos: list[dict[str, Any]]) -> None:
+        """At the new root: the partial results every old PE held join the reductions
+        they belong to, as if they came up the tree."""
+        red = self.rt.reductions
+        for info in infos:
+            for cid, parts in info["colls"].items():
+                for store in (parts["partial"], parts["total"]):
+                    for r, (value, count, reducer, target) in store.items():
+                        red.on_red((RED, cid, r, value, count, reducer, target))
+
+
+def _as_member(item: tuple, pe: int) -> tuple:
+    cid, _index, obj, state = item
+    return (cid, (pe,), obj, state)
+
+
+def _name(slot: Slot) -> str:
+    return f"{slot.coll.cls.__name__}{list(slot.index)}"
+
+
+def _describe(coll: Collection, elements: int, nbytes: int) -> dict[str, Any]:
+    cls = coll.cls
+    return {"cid": coll.cid, "kind": coll.kind, "class": f"{cls.__module__}.{cls.__qualname__}",
+            "dims": None if coll.dims is None else list(coll.dims), "elements": elements,
+            "bytes": nbytes}
