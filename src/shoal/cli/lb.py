@@ -289,3 +289,68 @@ def _plot(db: LBDatabase, results: list[_Result], path: str) -> None:
         raise UsageError(f"{path}: cannot write the figure ({exc.strerror or exc})") from None
     finally:
         plt.close(fig)
+
+
+@lb.command()
+@click.argument("trace_path", metavar="TRACE")
+@click.option("--out", required=True, metavar="PNG",
+              help="Write the figure here: each PE's load per iteration, balancing steps "
+                   "marked.")
+@click.option("--csv", "csv_path", default=None,
+              help="Also write the loads (one row per iteration and PE) to this CSV file.")
+@click.option("--bins", default=50, show_default=True, type=click.IntRange(1, 100000),
+              help="Spans of time to cut a run without AtSync points into.")
+def plot(trace_path: str, out: str, csv_path: str | None, bins: int) -> None:
+    """Each PE's load per iteration from a trace written by `shoal run --trace` (seconds
+    in entry methods between AtSync points, or in equal spans of time without them)."""
+    from shoal.runtime.trace import check_output, loads_per_iteration, read
+
+    for path in (out, csv_path):
+        if path is not None:
+            check_output(Path(path).absolute())
+    if csv_path is not None and Path(csv_path).absolute() == Path(out).absolute():
+        raise UsageError("--csv and --out name the same file: give two paths")
+    edges, loads, steps = loads_per_iteration(read(trace_path), bins)
+    if not loads.size:
+        raise UsageError(f"{trace_path} holds no entry methods: nothing to plot")
+    _plot_iterations(loads, steps, out)
+    console.print(f"wrote {out}: {loads.shape[0]} iterations on {loads.shape[1]} PEs, "
+                  f"{len(steps)} balancing steps")
+    if csv_path is not None:
+        rows = [{"iteration": k, "end_us": float(edges[k]), "pe": p, "load_s": loads[k, p],
+                 "step_after": k in steps}
+                for k in range(loads.shape[0]) for p in range(loads.shape[1])]
+        write_csv(csv_path, rows, {"trace": trace_path})
+        console.print(f"wrote {csv_path}")
+
+
+def _plot_iterations(loads: np.ndarray, steps: list[int], path: str) -> None:
+    """Per-PE load per iteration (one line per PE up to 16, else max, average and min),
+    with the balancing steps as vertical lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    x = np.arange(loads.shape[0])
+    if loads.shape[1] <= 16:
+        for p in range(loads.shape[1]):
+            ax.plot(x, loads[:, p] * 1e3, lw=0.9, label=f"PE {p}")
+    else:
+        for curve, name in ((loads.max(1), "max"), (loads.mean(1), "average"),
+                            (loads.min(1), "min")):
+            ax.plot(x, curve * 1e3, lw=0.9, label=name)
+    for k, step in enumerate(steps):
+        ax.axvline(step + 0.5, color="k", lw=0.6, ls=":", label="LB step" if k == 0 else None)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("load (ms in entry methods)")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper right", fontsize="small", ncol=2)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write the figure ({exc.strerror or exc})") from None
+    finally:
+        plt.close(fig)

@@ -24,6 +24,9 @@ import click
 @click.option("--lb-dump", default=None, type=click.Path(file_okay=False),
               help="Write each balancing step's database into this directory "
                    "(step-0001.npz, ...; read them with shoal lb simulate).")
+@click.option("--trace", default=None, type=click.Path(dir_okay=False),
+              help="Write the run's per-PE timeline to this file (Chrome trace format: "
+                   "open it in Perfetto; shoal lb plot draws loads per iteration from it).")
 @click.option("--restart", default=None, type=click.Path(file_okay=False),
               help="Start from this checkpoint (a directory written by shoal.checkpoint), "
                    "on any -n; it is verified (sizes, sha256) first.")
@@ -38,13 +41,14 @@ import click
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
-        lb_period: str | None, lb_dump: str | None, restart: str | None, restarts: int,
+        lb_period: str | None, lb_dump: str | None, trace: str | None,
+        restart: str | None, restarts: int,
         shrink: bool, kills: tuple[str, ...], program: str, args: tuple[str, ...]) -> None:
     """Run a shoal PROGRAM on N PEs through the installed mpiexec (the embedded MPICH unless
     SHOAL_MPIEXEC names another launcher). Under srun or a site mpiexec, launch
     `python PROGRAM` directly instead (set SHOAL_LB, SHOAL_LB_AUTO=1, SHOAL_LB_PERIOD,
-    SHOAL_LB_DUMP and SHOAL_RESTART, or pass lb=, lb_auto=, lb_period=, lb_dump= and
-    restart= to shoal.start)."""
+    SHOAL_LB_DUMP, SHOAL_TRACE and SHOAL_RESTART, or pass lb=, lb_auto=, lb_period=,
+    lb_dump=, trace= and restart= to shoal.start)."""
     from shoal.units import parse_duration
 
     limit = None if timeout is None else parse_duration(timeout, "--timeout")
@@ -57,6 +61,13 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
         env["SHOAL_LB"] = strategy
     if lb_auto:
         env["SHOAL_LB_AUTO"] = "1"
+    if trace is not None:
+        from pathlib import Path
+
+        from shoal.runtime.trace import check_output
+
+        check_output(Path(trace).absolute())  # before the run, not after it
+        env["SHOAL_TRACE"] = os.path.abspath(trace)
     if lb_period is not None:
         env["SHOAL_LB_PERIOD"] = repr(parse_duration(lb_period, "--lb-period"))
     if lb_dump is not None:

@@ -29,10 +29,11 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     :func:`exit` or until ``main`` returns; ``main(*args)`` runs on PE 0, as a coroutine if
     it is an ``async def``. ``options`` go to :class:`~shoal.runtime.pe.Runtime`
     (``poll_spin``, ``poll_max``, ``cpu_stats``, ``shm_bytes``, ``lb``, ``lb_period``,
-    ``lb_dump``, ``lb_auto``; the environment variables ``SHOAL_LB``, ``SHOAL_LB_PERIOD``,
-    ``SHOAL_LB_DUMP`` and ``SHOAL_LB_AUTO``, which ``shoal run --lb`` and friends set, give
-    the last four when they are not passed). In library mode, pass the
-    communicator of the ranks that take part: control returns when the runtime exits.
+    ``lb_dump``, ``lb_auto``, ``trace``; the environment variables ``SHOAL_LB``,
+    ``SHOAL_LB_PERIOD``, ``SHOAL_LB_DUMP``, ``SHOAL_LB_AUTO`` and ``SHOAL_TRACE``, which
+    ``shoal run --lb`` and friends set, give the last five when they are not passed). In
+    library mode, pass the communicator of the ranks that take part: control returns when
+    the runtime exits.
     ``restart``: a checkpoint directory (:func:`checkpoint`; default ``$SHOAL_RESTART``,
     which ``shoal run --restart`` sets) to start from, on any number of PEs; ``main`` runs
     again and finds the saved state in :func:`restored`. A missing, partial or
@@ -54,9 +55,11 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
 
 
 def _from_environment(options: dict[str, Any]) -> None:
-    """``lb``, ``lb_dump``, ``lb_period`` and ``lb_auto`` from ``SHOAL_LB``,
-    ``SHOAL_LB_DUMP``, ``SHOAL_LB_PERIOD`` (seconds) and ``SHOAL_LB_AUTO`` (``1``)."""
-    for option, name in (("lb", "SHOAL_LB"), ("lb_dump", "SHOAL_LB_DUMP")):
+    """``lb``, ``lb_dump``, ``trace``, ``lb_period`` and ``lb_auto`` from ``SHOAL_LB``,
+    ``SHOAL_LB_DUMP``, ``SHOAL_TRACE``, ``SHOAL_LB_PERIOD`` (seconds) and ``SHOAL_LB_AUTO``
+    (``1``)."""
+    for option, name in (("lb", "SHOAL_LB"), ("lb_dump", "SHOAL_LB_DUMP"),
+                         ("trace", "SHOAL_TRACE")):
         if option not in options and os.environ.get(name):
             options[option] = os.environ[name]
     if "lb_auto" not in options and os.environ.get("SHOAL_LB_AUTO") == "1":

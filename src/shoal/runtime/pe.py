@@ -66,6 +66,7 @@ from shoal.runtime.protocol import (
 )
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
 from shoal.runtime.queue import Queue
+from shoal.runtime.trace import Tracer
 from shoal.runtime.wire.codec import pack_args, unpack_args
 from shoal.runtime.wire.transport import Transport
 
@@ -104,13 +105,15 @@ class Runtime:
     every so many seconds, and ``lb_auto`` (or ``lb="auto"``) lets the MetaBalancer decide
     at every AtSync point whether a step pays (see :mod:`shoal.runtime.lb.driver`).
     ``restart`` names a checkpoint to start from (see :mod:`shoal.runtime.checkpoint`).
+    ``trace`` a file where PE 0 writes the run's timeline at the end (see
+    :mod:`shoal.runtime.trace`).
     """
 
     def __init__(self, comm: Any, *, poll_spin: float = 2e-4, poll_max: float = 1e-3,
                  instrument: bool = True, cpu_stats: bool = False, shm_bytes: int = SHM_BYTES,
                  lb: str | None = None, lb_period: float | None = None,
                  lb_dump: str | None = None, lb_auto: bool = False,
-                 restart: str | None = None):
+                 restart: str | None = None, trace: str | None = None):
         if not (0 <= poll_spin and 0 < poll_max):
             raise UsageError("poll_spin must be >= 0 and poll_max > 0 (seconds)")
         if not (isinstance(shm_bytes, int) and shm_bytes >= 0):
@@ -121,8 +124,11 @@ class Runtime:
         self.npes: int = self.net.size
         self.poll_spin = poll_spin
         self.poll_max = poll_max
-        self.instrument = instrument
         self.cpu_stats = cpu_stats and instrument
+        self.tracer = None if trace is None else Tracer(trace, self.pe)
+        self.instrument = instrument or self.tracer is not None
+        # after each call: its CPU time, its trace event (one test on the hot path for both)
+        self.detailed = self.cpu_stats or self.tracer is not None
         self.colls: dict[int, Collection] = {}
         self.early: dict[int, list[tuple]] = {}  # envelopes for collections not yet here
         self.futures: dict[int, Future] = {}
@@ -168,6 +174,8 @@ class Runtime:
         set_current(self)
         try:
             self.running = True
+            if self.tracer is not None:
+                self.tracer.start(self.net.comm)
             self.checkpoints.start()
             self.balancer.start()
             if self.pe == 0 and main is not None:
@@ -208,6 +216,8 @@ class Runtime:
             if self.net.poll() is None:
                 time.sleep(sleep)
                 sleep = min(2 * sleep, self.poll_max)
+        if self.tracer is not None:
+            self.tracer.write(self.net.comm)
         self.net.close()
 
     # ----------------------------------------------------------------- the scheduler
@@ -220,7 +230,7 @@ class Runtime:
         handlers = self.handlers
         counted = COUNTED
         queue = self.queue
-        idle = _Idle(self)
+        idle = _Idle(self) if self.tracer is None else _TracedIdle(self)
         while self.running:
             env = poll()  # one envelope, then the work it made: the reply leaves sooner
             if env is not None:
@@ -445,8 +455,8 @@ class Runtime:
                 st = slot.stats[name] = [0, 0.0, 0.0]
             st[0] += 1
             st[1] += time.perf_counter() - t0
-            if self.cpu_stats:
-                st[2] += time.thread_time() - c0
+            if self.detailed:
+                self._detail(st, slot, name, t0, c0)
         self.current = None
         self.work = None
         if slot.migrate_to is not None and slot.active == 0:
@@ -460,8 +470,15 @@ class Runtime:
             st = slot.stats[name] = [0, 0.0, 0.0]
         st[0] += calls
         st[1] += time.perf_counter() - t0
+        if self.detailed:
+            self._detail(st, slot, name, t0, c0)
+
+    def _detail(self, st: list[float], slot: Slot, name: str, t0: float, c0: float) -> None:
+        """After a call with ``cpu_stats`` or a trace: its CPU time, its event."""
         if self.cpu_stats:
             st[2] += time.thread_time() - c0
+        if self.tracer is not None:
+            self.tracer.entry(slot, name, t0)
 
     # ----------------------------------------------------------------- coroutines, futures
     def on_fut(self, env: tuple) -> None:
@@ -600,3 +617,15 @@ class _Idle:
             rt.slept += time.perf_counter() - t
             if now - self.quiet > 10 * rt.poll_spin:  # idle for long: back off
                 self.sleep = min(2 * self.sleep, rt.poll_max)
+
+
+class _TracedIdle(_Idle):
+    """The idle back-off of a traced run: idle periods go into the trace."""
+
+    __slots__ = ()
+
+    def end(self) -> None:
+        tracer = self.rt.tracer
+        assert tracer is not None
+        tracer.idle(self.since, time.perf_counter() - self.since)
+        super().end()

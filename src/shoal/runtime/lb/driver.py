@@ -182,11 +182,20 @@ class Balancer:
             loads[list(self.iteration)] = list(self.iteration.values())
             self.iteration = {}
             decision = self.meta.observe(loads)
+            self._mark("sync", 0.0, {"balanced": decision.balance})
             if not decision.balance:
                 self._resume_synced()
                 return
             self.decision = dataclasses.asdict(decision)
+        else:
+            self._mark("sync", 0.0, {"balanced": True})
         self._trigger()
+
+    def _mark(self, name: str, duration: float, args: Any) -> None:
+        """An event in the trace (``shoal run --trace``), ending now."""
+        tracer = self.rt.tracer
+        if tracer is not None:
+            tracer.mark(name, time.perf_counter() - duration, duration, args)
 
     def _tick(self) -> None:
         if self.rt.running:
@@ -331,6 +340,8 @@ class Balancer:
             if slot is not None:  # (a deletion may have raced the step)
                 slots.append((slot, dest))
         sent = rt.migration.migrate_many(slots, step)
+        if sent:
+            self._mark("migrate", 0.0, {"step": step, "out": sent})
         self._send(0, (LB_SENT, step, sent))
 
     def on_sent(self, env: tuple) -> None:
@@ -370,6 +381,7 @@ class Balancer:
             return
         self.record["total_time"] = total = time.perf_counter() - self.t0
         self.history.append(self.record)
+        self._mark("lb step", total, self.record)
         self.decision = None
         if self.meta is not None:
             self.meta.balanced(total)
