@@ -42,3 +42,9 @@ def test_lb_dump_writes_each_steps_database_with_every_element(tmp_path):
         assert len(workers) == {1: 24, 2: 24, 3: 25}.get(k, 24), (k, db.keys)
         assert db.npes == 2 and np.all(db.load >= 0) and np.all(db.size > 0)
         assert len(db.src) > 0  # the messages between neighbours
+
+
+def test_lb_none_resumes_every_sync_point_at_once_without_a_step():
+    """lb="none" (the baseline of benchmarks): 200 AtSync points, every iteration runs once
+    on every element, and no step is taken, even where one would pay."""
+    assert run_ok("lb", 2, "auto_balanced", options=("--lb", "none"))["auto_balanced"] == 0

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shoal.errors import UsageError
-from shoal.runtime.lb.database import FORMAT_VERSION, LBDatabase
+from shoal.runtime.lb.database import FORMAT_VERSION, LBDatabase, core_share
 from shoal.runtime.lb.synth import grid_shape, random_edges, stencil_edges, synthesize
 
 FIELDS = ("load", "pe", "migratable", "size", "wall", "idle", "background", "speed", "src",
@@ -344,3 +344,15 @@ def test_synth_refuses_impossible_parameters(kwargs, message):
     args = {"objects": 10, "pes": 2, **kwargs}
     with pytest.raises(UsageError, match=message):
         synthesize(**args)
+
+
+def test_capacity_is_the_share_of_the_core_while_busy_not_of_the_wall_time():
+    """Two PEs busy half the time: PE 1 lost half its busy time to another process. Its
+    capacity is half PE 0's (of the whole wall time, only a quarter was lost: that would
+    say 0.75 and hand it too much work)."""
+    db = LBDatabase(np.ones(4), np.array([0, 0, 1, 1]), 2, wall=np.array([10.0, 10.0]),
+                    idle=np.array([5.0, 5.0]), background=np.array([0.0, 2.5]))
+    cap = db.capacity()
+    assert cap[1] / cap[0] == pytest.approx(0.5) and cap.sum() == pytest.approx(2.0)
+    assert core_share(10.0, 10.0, 0.0) == 1.0  # no busy time: nothing says it is slow
+    assert core_share(10.0, 0.0, 100.0) == pytest.approx(0.05)  # never below 5%

@@ -13,8 +13,9 @@ import click
 @click.option("--timeout", default=None, help="Kill the job after this long (e.g. 10min).")
 @click.option("--lb", "strategy", default=None,
               help="Load-balancing strategy, or a chain (greedy, refine, greedy_refine; "
-                   "e.g. greedy,refine), or auto (greedy_refine when the MetaBalancer says "
-                   "a step pays). Default greedy_refine when balancing happens.")
+                   "e.g. greedy,refine), auto (greedy_refine when the MetaBalancer says "
+                   "a step pays) or none (sync points resume at once: a baseline). Default "
+                   "greedy_refine when balancing happens.")
 @click.option("--lb-auto", is_flag=True,
               help="At every AtSync point, balance only when the predicted time lost to "
                    "imbalance exceeds the measured cost of a step (MetaBalancer).")
@@ -56,7 +57,7 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     if strategy is not None:
         from shoal.runtime.lb.strategies import chain
 
-        if strategy != "auto":
+        if strategy not in ("auto", "none"):
             chain(strategy)  # an unknown name is the user's error, said here
         env["SHOAL_LB"] = strategy
     if lb_auto:

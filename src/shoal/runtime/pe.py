@@ -100,10 +100,11 @@ class Runtime:
     ``shm_bytes`` is the shared memory each PE keeps for the large buffers it sends to PEs
     of its node (0: every buffer goes by MPI); it must be the same on every PE. ``lb``
     names the load-balancing strategy (or a chain, ``"greedy,refine"``; default
-    ``greedy_refine`` when balancing happens), ``lb_dump`` a directory where PE 0 writes
-    each step's database (``step-0001.npz``...), ``lb_period`` asks for a balancing step
-    every so many seconds, and ``lb_auto`` (or ``lb="auto"``) lets the MetaBalancer decide
-    at every AtSync point whether a step pays (see :mod:`shoal.runtime.lb.driver`).
+    ``greedy_refine`` when balancing happens; ``"none"``: AtSync points resume at once),
+    ``lb_dump`` a directory where PE 0 writes each step's database (``step-0001.npz``...),
+    ``lb_period`` asks for a balancing step every so many seconds, and ``lb_auto`` (or
+    ``lb="auto"``) lets the MetaBalancer decide at every AtSync point whether a step pays
+    (see :mod:`shoal.runtime.lb.driver`).
     ``restart`` names a checkpoint to start from (see :mod:`shoal.runtime.checkpoint`).
     ``trace`` a file where PE 0 writes the run's timeline at the end (see
     :mod:`shoal.runtime.trace`).

@@ -7,8 +7,11 @@ per PE, so strategies are pure functions of it (:mod:`shoal.runtime.lb.strategie
 no MPI inside: they run the same in the runtime, offline on a dumped database, and in tests.
 
 Objects are numbered ``0..n-1``; ``pe[i]`` is where object ``i`` is now. A PE's capacity is
-``speed * (1 - background / wall)``: a core shared with another process (background time,
-seed 002 Fig. 16) or running slower (Fig. 17: a node at 0.7x frequency) gets less work.
+``speed * share``, where ``share = 1 - background / (wall - idle)`` is the part of the core
+the PE had while it had work (:func:`core_share`): a core shared with another process
+(background time, seed 002 Fig. 16) or running slower (Fig. 17: a node at 0.7x frequency)
+gets less work. (Of the whole wall time, the background fraction would make a PE that waits
+at sync points look faster than it is: its idle time hides the share it lacked when busy.)
 
 Files (:meth:`LBDatabase.save`, :meth:`LBDatabase.read`): one ``.npz`` archive per database,
 read with ``numpy.load(path, allow_pickle=False)``; every field is a plain array (no pickle),
@@ -119,13 +122,11 @@ class LBDatabase:
         return len(self.load)
 
     def capacity(self) -> np.ndarray:
-        """Relative capacity of each PE, ``speed * (1 - background / wall)``, normalised
-        to sum to ``npes`` (all ones on identical, unshared PEs)."""
+        """Relative capacity of each PE, ``speed * core_share(wall, idle, background)``,
+        normalised to sum to ``npes`` (all ones on identical, unshared PEs)."""
         assert self.wall is not None and self.background is not None and self.speed is not None
-        share = np.ones(self.npes)
-        timed = self.wall > 0
-        share[timed] = 1.0 - np.clip(self.background[timed] / self.wall[timed], 0.0, 0.95)
-        cap = self.speed * share
+        assert self.idle is not None
+        cap = self.speed * core_share(self.wall, self.idle, self.background)
         total = cap.sum()
         return cap * (self.npes / total) if total > 0 else np.ones(self.npes)
 
@@ -379,3 +380,14 @@ def _read_keys(r: _Reader, n: int) -> list[Any] | None:
     rows = index.tolist()
     return [None if d < 0 else (c, tuple(row[:d]))
             for c, d, row in zip(cid.tolist(), ndims.tolist(), rows, strict=True)]
+
+
+def core_share(wall: Any, idle: Any, background: Any) -> Any:
+    """Of the time a PE had work (``wall - idle``), the share it had its core:
+    ``1 - background / (wall - idle)``, within ``[0.05, 1]``; 1 without busy time. Arrays
+    or floats."""
+    busy = np.asarray(wall, np.float64) - np.asarray(idle, np.float64)
+    bg = np.asarray(background, np.float64)
+    share = 1.0 - np.clip(np.divide(bg, busy, out=np.zeros_like(busy), where=busy > 0),
+                          0.0, 0.95)
+    return share if share.ndim else float(share)

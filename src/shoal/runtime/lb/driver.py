@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shoal.errors import UsageError
-from shoal.runtime.lb.database import LBDatabase
+from shoal.runtime.lb.database import LBDatabase, core_share
 from shoal.runtime.lb.meta import MetaBalancer
 from shoal.runtime.protocol import (
     BCAST_REQ,
@@ -94,6 +94,10 @@ class Balancer:
                  dump: str | None = None, auto: bool = False):
         if strategy == "auto":  # lb="auto": the MetaBalancer with the default strategy
             strategy, auto = None, True
+        # lb="none": AtSync points resume at once, no step ever (a baseline to compare with)
+        self.off = strategy == "none"
+        if self.off:
+            strategy = period = None
         if period is not None and not (isinstance(period, (int, float)) and period > 0):
             raise UsageError(f"lb_period must be a number of seconds > 0, not {period!r}")
         self.dump = None if dump is None else Path(dump)
@@ -136,7 +140,7 @@ class Balancer:
         """At the root, when balancing will happen (an at_sync array exists, or a period
         is set): load the strategy and run it once on a tiny database, so that its
         compilation (numba) happens now rather than inside the first step."""
-        if self.rt.pe != 0 or self.warm:
+        if self.rt.pe != 0 or self.warm or self.off:
             return
         if self.strategy is None:
             self.strategy = self._load(self.name)
@@ -177,19 +181,24 @@ class Balancer:
             if self.synced and self.busy:
                 self.pending = True
             return
-        if self.meta is not None:
-            loads = np.zeros(self.rt.npes)
-            loads[list(self.iteration)] = list(self.iteration.values())
-            self.iteration = {}
-            decision = self.meta.observe(loads)
-            self._mark("sync", 0.0, {"balanced": decision.balance})
-            if not decision.balance:
-                self._resume_synced()
-                return
-            self.decision = dataclasses.asdict(decision)
+        balance = self._pays()
+        self._mark("sync", 0.0, {"balanced": balance})
+        if balance:
+            self._trigger()
         else:
-            self._mark("sync", 0.0, {"balanced": True})
-        self._trigger()
+            self._resume_synced()
+
+    def _pays(self) -> bool:
+        """At an AtSync point: balance now? Always, unless lb="none" (never) or lb="auto"
+        (when the MetaBalancer says so, from the loads of the iteration just synced)."""
+        loads = np.zeros(self.rt.npes)
+        loads[list(self.iteration)] = list(self.iteration.values())
+        self.iteration = {}
+        if self.off or self.meta is None:
+            return not self.off
+        decision = self.meta.observe(loads)
+        self.decision = dataclasses.asdict(decision)
+        return decision.balance
 
     def _mark(self, name: str, duration: float, args: Any) -> None:
         """An event in the trace (``shoal run --trace``), ending now."""
@@ -268,11 +277,11 @@ class Balancer:
         wall = now - self.t_mark
         slept = rt.slept - self.slept_mark
         background = max(0.0, wall - (cpu - self.cpu_mark) - slept)
+        idle = rt.idle - self.idle_mark
         # Wall seconds in entry methods include the time another process held the core;
         # scaled by this PE's share of the core they are CPU-like seconds, so that the
-        # strategy's capacity (which takes the background out) does not count it twice.
-        share = 1.0 if rt.cpu_stats or wall <= slept else max(
-            0.05, 1.0 - background / (wall - slept))
+        # strategy's capacity (the same share) does not count it twice.
+        share = 1.0 if rt.cpu_stats else core_share(wall, idle, background)
         for coll in rt.colls.values():
             can = coll.kind == "array" and (coll.at_sync or not sync)
             for slot in coll.local.values():
@@ -286,7 +295,6 @@ class Balancer:
                     if v[0] > v[2]:
                         edges.append((slot.key, dst, v[0] - v[2], v[1] - v[3]))
                         v[2], v[3] = v[0], v[1]
-        idle = rt.idle - self.idle_mark
         self._mark_pe()
         return {"pe": rt.pe, "keys": keys, "load": load, "size": size, "migratable": movable,
                 "wall": wall, "idle": idle, "background": background, "edges": edges}
