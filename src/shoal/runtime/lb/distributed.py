@@ -193,8 +193,8 @@ def simulate(db: LBDatabase, seed: int = 0, rounds: int | None = None,
             pes[dst].on_gossip(entries)
         gossip += len(sent)
     messages += gossip
-    phases, threshold, sent = _transfer(pes, avg, rng)
-    messages += sent
+    phases, threshold, transfer = _transfer(pes, avg, rng)
+    messages += transfer
     placement = db.pe.copy()
     for s in pes:
         placement[s.objects] = s.pe

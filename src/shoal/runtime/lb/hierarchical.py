@@ -9,7 +9,7 @@ database.
    share of the total; surplus groups send load to deficit groups, largest surplus to
    largest deficit, as amounts of load.
 3. Each sending group picks, among its own objects, objects that add up to each amount
-   (:func:`pick`, heaviest first while they fit).
+   (:func:`pick`, heaviest first while they fit, the shortfall carried to the next).
 4. Each group balances what it then holds, its remaining objects and the ones it received,
    over its own PEs with :func:`.greedy.greedy_refine` (:func:`balance_group`).
 
@@ -116,13 +116,20 @@ def _fill(w: np.ndarray, taken: np.ndarray, amount: float) -> np.ndarray:
 
 
 def pick(group: Group, amounts: list[float]) -> list[np.ndarray]:
-    """For each amount, objects of ``group`` (global numbers) whose loads add up to at most
-    it, heaviest first while they fit."""
+    """For each amount, objects of ``group`` (global numbers) that fit in it, heaviest first;
+    what one amount leaves unfilled is added to the next, so the group as a whole sends
+    its total within one object."""
     movable = np.flatnonzero(group.migratable)
     order = movable[np.argsort(-group.load[movable], kind="stable")]
     taken = np.zeros(order.size, np.bool_)
     w = group.load[order]
-    return [group.objects[order[_fill(w, taken, amount)]] for amount in amounts]
+    out = []
+    carry = 0.0
+    for amount in amounts:
+        chosen = _fill(w, taken, amount + carry)
+        carry += amount - float(w[chosen].sum())
+        out.append(group.objects[order[chosen]])
+    return out
 
 
 def balance_group(group: Group, leaving: np.ndarray, arriving: Group) -> tuple[np.ndarray,
