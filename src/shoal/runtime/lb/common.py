@@ -82,10 +82,10 @@ def relabelling(db: LBDatabase, part: np.ndarray, objects: np.ndarray,
     """The permutation of the PEs (``new = relabel[old]``) that keeps most of ``objects``
     in place when the partition puts them on ``part``. PEs of equal target are
     interchangeable; among each such class, parts are matched to PEs by a maximum-weight
-    matching of the number of objects of the part already on the PE (LAPJVsp,
-    ``scipy.sparse.csgraph.min_weight_full_bipartite_matching``, over the pairs that share
-    objects plus part ``p`` with PE ``p``, so a perfect matching exists; sparse because a
-    dense 16,384 x 16,384 problem does not fit in memory)."""
+    matching of the number of objects of the part already on the PE (:func:`_match`:
+    LAPJVsp, ``scipy.sparse.csgraph.min_weight_full_bipartite_matching``, on the pairs
+    that share objects; sparse because a dense 16,384 x 16,384 problem does not fit in
+    memory)."""
     keys = np.round(target / max(float(target.max(initial=0.0)), 1e-300), 9)
     relabel = np.arange(db.npes)
     for value in np.unique(keys):
@@ -97,7 +97,15 @@ def relabelling(db: LBDatabase, part: np.ndarray, objects: np.ndarray,
 
 def _match(part: np.ndarray, home: np.ndarray, members: np.ndarray, npes: int) -> np.ndarray:
     """For each PE of ``members`` taken as a part, the position in ``members`` of the PE it
-    goes to, maximising the objects kept in place."""
+    goes to, maximising the objects kept in place.
+
+    A maximum-weight matching on the sparse graph of (part, PE) pairs that share objects,
+    as a minimum-cost perfect matching of the doubled graph: parts and copies of the PEs
+    on one side, PEs and copies of the parts on the other; a part may pair with its own
+    copy (unmatched), a PE with its own copy, and each copy of a PE with each copy of a
+    part wherever the PE and the part share objects (the mirror of a matched pair). Every
+    perfect matching has ``2m`` edges, so the constant ``C`` added to every cost changes
+    nothing. Unmatched parts then take the unmatched PEs in order."""
     m = members.size
     local = np.full(npes, -1, np.int64)
     local[members] = np.arange(m)
@@ -106,13 +114,17 @@ def _match(part: np.ndarray, home: np.ndarray, members: np.ndarray, npes: int) -
     overlap = sp.coo_matrix((np.ones(int(inside.sum())), (a[inside], b[inside])),
                             shape=(m, m)).tocsr()
     overlap.sum_duplicates()
-    ceiling = float(overlap.max()) + 1.0 if overlap.nnz else 1.0
-    cost = overlap.copy()
-    cost.data = ceiling - cost.data  # >= 1: explicit entries stay entries
-    diagonal = sp.identity(m, format="csr") * ceiling
-    missing = diagonal - diagonal.multiply(overlap > 0)  # the diagonal where no overlap is
-    cost = (cost + missing).tocsr()
-    rows, cols = min_weight_full_bipartite_matching(cost)
-    out = np.empty(m, np.int64)
-    out[rows] = cols
+    pairs = overlap.tocoo()
+    c = float(pairs.data.max(initial=0.0)) + 1.0
+    eye = np.arange(m)
+    rows = np.concatenate([pairs.row, eye, m + eye, m + pairs.col])
+    cols = np.concatenate([pairs.col, m + eye, eye, m + pairs.row])
+    cost = np.concatenate([c - pairs.data, np.full(2 * m, c), np.full(pairs.nnz, c)])
+    graph = sp.csr_matrix((cost, (rows, cols)), shape=(2 * m, 2 * m))
+    row, col = min_weight_full_bipartite_matching(graph)
+    out = np.full(m, -1, np.int64)
+    matched = (row < m) & (col < m)
+    out[row[matched]] = col[matched]
+    free = np.setdiff1d(eye, out[out >= 0])
+    out[out < 0] = free
     return out

@@ -122,7 +122,9 @@ class LBDatabase:
         for name in ("src", "dst", "messages", "bytes"):
             setattr(self, name, np.asarray(getattr(self, name), np.int64))
         if self.coords is not None:
-            self.coords = np.asarray(self.coords, np.float64).reshape(n, -1)
+            self.coords = np.asarray(self.coords, np.float64)
+            if self.coords.ndim != 2 or self.coords.shape[0] != n:
+                raise ValueError(f"coords has shape {self.coords.shape}, not ({n}, d)")
             if not np.all(np.isfinite(self.coords)):
                 raise ValueError("object coordinates must be finite")
 

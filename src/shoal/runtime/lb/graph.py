@@ -18,6 +18,8 @@ so ``metis`` in a chain or in ``--strategy all`` works on any database).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -66,7 +68,8 @@ def partition(db: LBDatabase, objects: np.ndarray, adj: sp.csr_matrix,
     edges = adj.copy()
     edges.data = _integers(edges.data, 1).astype(float)  # bytes 0 still links the pair
     edges.data[edges.data == 0] = 1
-    tpwgts = (share / share.sum() * (1 - 1e-7)).tolist()  # METIS wants a sum <= 1
+    tpwgts = (share / share.sum()).tolist()
+    tpwgts[-1] = max(0.0, 1.0 - math.fsum(tpwgts[:-1]))  # pymetis wants a sum of 1 +- 1e-12
     result = pymetis.part_graph(
         k, pymetis.CSRAdjacency(edges.indptr.astype(np.int64), edges.indices.astype(np.int64)),
         vweights=_integers(db.load[objects], 1), eweights=edges.data.astype(np.int64),
