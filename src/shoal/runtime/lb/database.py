@@ -151,8 +151,9 @@ class LBDatabase:
     def imbalance(self, placement: np.ndarray | None = None) -> float:
         """max/avg: the longest PE time (load / capacity) over the time of a perfect
         balance (total load / total capacity, the same for every placement); 1.0 is
-        perfect balance."""
-        scaled = self.pe_loads(placement) / self.capacity()
+        perfect balance (a PE of capacity 0 counts as 0 when empty, infinite when not)."""
+        loads, cap = self.pe_loads(placement), self.capacity()
+        scaled = np.divide(loads, cap, out=np.where(loads > 0, np.inf, 0.0), where=cap > 0)
         avg = self.load.sum() / self.npes  # capacities sum to npes
         return float(scaled.max() / avg) if avg > 0 else 1.0
 

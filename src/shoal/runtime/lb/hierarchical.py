@@ -19,6 +19,7 @@ one summary per group. Capacities and non-migratable objects count as in every s
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -118,11 +119,14 @@ def _fill(w: np.ndarray, taken: np.ndarray, amount: float) -> np.ndarray:
 def pick(group: Group, amounts: list[float]) -> list[np.ndarray]:
     """For each amount, objects of ``group`` (global numbers) that fit in it, heaviest first;
     what one amount leaves unfilled is added to the next, so the group as a whole sends
-    its total within one object."""
+    its total within one object (all of its movable objects when the amounts add up to
+    them, whatever the rounding)."""
     movable = np.flatnonzero(group.migratable)
     order = movable[np.argsort(-group.load[movable], kind="stable")]
     taken = np.zeros(order.size, np.bool_)
     w = group.load[order]
+    if amounts and math.fsum(amounts) >= float(w.sum()) * (1 - 1e-9):
+        amounts = [*amounts[:-1], math.inf]  # all must go (a group of capacity 0)
     out = []
     carry = 0.0
     for amount in amounts:
