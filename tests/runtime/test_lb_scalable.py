@@ -53,7 +53,7 @@ def test_each_group_sees_only_its_objects(monkeypatch):
 
     monkeypatch.setattr(hier, "balance_group", spy)
     placement = hier.hierarchical(db, group=8)
-    assert len(seen) == 4 and sum(seen) == db.n
+    assert len(seen) == 4 and sum(seen) == db.n == placement.size
     assert max(seen) < db.n / 2  # no group held the whole database
 
 
