@@ -12,8 +12,9 @@ import click
 @click.option("-n", "nprocs", default=2, show_default=True, help="Number of PEs (MPI ranks).")
 @click.option("--timeout", default=None, help="Kill the job after this long (e.g. 10min).")
 @click.option("--lb", "strategy", default=None,
-              help="Load-balancing strategy, or a chain (greedy, refine, greedy_refine; "
-                   "e.g. greedy,refine). Default greedy_refine when balancing happens.")
+              help="Load-balancing strategy, or a chain (greedy, refine, greedy_refine, "
+                   "metis, orb, hierarchical, distributed; e.g. metis,refine). Default "
+                   "greedy_refine when balancing happens.")
 @click.option("--lb-period", default=None,
               help="Also balance every so long (e.g. 500ms), elements moving between "
                    "entry methods.")
