@@ -63,17 +63,21 @@ def test_simulate_prints_every_strategy_and_writes_csv_and_plot(small_db, tmp_pa
     code, out, err = shoal(monkeypatch, capsys, "lb", "simulate", small_db, "--csv", out_csv,
                            "--plot", png)
     assert code == 0, err
-    for name in STRATEGIES:
+    assert "topo left out: it needs the machine (--torus)" in out
+    names = [name for name in STRATEGIES if name != "topo"]
+    for name in names:
         assert f"{name}: done in" in out
         assert any(line.startswith(f"│ {name} ") for line in out.splitlines())
     assert "2000 objects on 16 PEs" in out
     with out_csv.open() as f:
         rows = list(csv.DictReader(f))
-    assert [r["strategy"] for r in rows] == list(STRATEGIES)
+    assert [r["strategy"] for r in rows] == names
     assert list(rows[0]) == ["strategy", "objects", "pes", "edges", "avg_load",
                              "max_load_before", "max_load_after", "max_avg_before",
                              "max_avg_after", "migrations", "migrated_fraction",
-                             "bytes_moved", "edge_cut_before", "edge_cut_after", "strategy_s"]
+                             "bytes_moved", "edge_cut_before", "edge_cut_after",
+                             "hop_bytes_before", "hop_bytes_after", "strategy_s", "rounds",
+                             "phases", "messages"]
     db = LBDatabase.read(small_db)
     for r in rows:
         assert float(r["max_avg_before"]) == pytest.approx(db.imbalance())
@@ -81,9 +85,48 @@ def test_simulate_prints_every_strategy_and_writes_csv_and_plot(small_db, tmp_pa
         assert int(r["edge_cut_before"]) == db.edge_cut()
         assert int(r["bytes_moved"]) == 16384 * int(r["migrations"])
         assert float(r["migrated_fraction"]) == int(r["migrations"]) / 2000
+        assert r["hop_bytes_after"] == ""
+        assert (r["rounds"] != "") == (r["strategy"] == "distributed")
+    dist = rows[names.index("distributed")]
+    assert int(dist["rounds"]) == 4 and int(dist["messages"]) > 2 * 15  # log2 16 rounds
+    metis_row, greedy_row = rows[names.index("metis")], rows[names.index("greedy")]
+    assert int(metis_row["edge_cut_after"]) < int(greedy_row["edge_cut_after"])
     meta = json.loads((tmp_path / "lb.csv.json").read_text())
     assert meta["objects"] == 2000 and meta["pes"] == 16 and meta["retarget"] is None
     assert png.stat().st_size > 10_000
+
+
+def test_simulate_on_a_torus_reports_hop_bytes_and_runs_topo(small_db, tmp_path,
+                                                              monkeypatch, capsys):
+    out_json = tmp_path / "t.json"
+    code, out, err = shoal(monkeypatch, capsys, "lb", "simulate", small_db, "--strategy",
+                           "all,metis+refine", "--torus", "2x2x2", "--cores", "2", "--json",
+                           out_json)
+    assert code == 0, err
+    assert "torus 2x2x2" in out
+    doc = json.loads(out_json.read_text())
+    assert doc["torus"] == "2x2x2" and doc["cores"] == 2
+    rows = {r["strategy"]: r for r in doc["results"]}
+    assert list(rows) == [*STRATEGIES, "metis+refine"]
+    db = LBDatabase.read(small_db)
+    from shoal.runtime.lb.machine import Machine
+    from shoal.topology.torus import Torus
+
+    machine = Machine.block(Torus((2, 2, 2), 2), 16)
+    for r in rows.values():
+        assert r["hop_bytes_before"] == machine.hop_bytes(db)
+        assert r["hop_bytes_after"] >= 0
+    assert rows["topo"]["hop_bytes_after"] <= rows["metis"]["hop_bytes_after"]
+    assert rows["metis+refine"]["max_avg_after"] <= 1.05 + 1e-9
+
+
+def test_simulate_checks_its_outputs_before_the_work(small_db, tmp_path, monkeypatch, capsys):
+    code, out, err = shoal(monkeypatch, capsys, "lb", "simulate", small_db, "--csv",
+                           tmp_path / "absent" / "x.csv")
+    assert code == 2 and "--csv" in err and "does not exist" in err
+    assert "done in" not in out  # refused before any strategy ran
+    code, _, err = shoal(monkeypatch, capsys, "lb", "simulate", small_db, "--json", tmp_path)
+    assert code == 2 and "is a directory" in err
 
 
 def test_simulate_chains_and_retargets(small_db, tmp_path, monkeypatch, capsys):
@@ -107,6 +150,12 @@ def test_simulate_chains_and_retargets(small_db, tmp_path, monkeypatch, capsys):
     (["lb", "simulate", "DB", "--pes", "0"], "--pes must be at least 1"),
     (["lb", "simulate", "DB", "--pes", "many"], "--pes must be a whole number"),
     (["lb", "simulate", "DB", "--pes", "2.5"], "--pes must be a whole number"),
+    (["lb", "simulate", "DB", "--strategy", "topo"], "strategy 'topo' needs the machine"),
+    (["lb", "simulate", "DB", "--torus", "2x2"], "16 PEs do not fit a torus of 4 nodes"),
+    (["lb", "simulate", "DB", "--torus", "2xq"], "cannot read torus '2xq'"),
+    (["lb", "simulate", "DB", "--machine-file", "m.csv"], "--machine-file needs --torus"),
+    (["lb", "simulate", "DB", "--torus", "4x4", "--machine-file", "m.csv"],
+     "m.csv: cannot read the machine file"),
     (["lb", "synth", "--out", "x.npz", "--objects", "0"], "--objects must be at least 1"),
     (["lb", "synth", "--out", "x.npz", "--heavy", "120%"], "between 0% and 100%"),
     (["lb", "synth", "--out", "x.npz", "--size", "4 parsecs"], "unknown unit"),

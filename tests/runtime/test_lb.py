@@ -20,7 +20,8 @@ def test_atsync_steps_balance_move_elements_and_resume_every_element_once(ranks,
     assert moved > 0
 
 
-@pytest.mark.parametrize("strategy", ["greedy", "refine", "greedy,refine"])
+@pytest.mark.parametrize("strategy", ["greedy", "refine", "greedy,refine", "orb",
+                                      "distributed", "metis,refine"])
 def test_each_strategy_balances_at_sync_points(strategy):
     before, moved = run_ok("lb", 2, "atsync", options=("--lb", strategy, *CPU))["atsync"]
     assert before[0] > 1.4 and moved > 0
@@ -42,6 +43,9 @@ def test_lb_dump_writes_each_steps_database_with_every_element(tmp_path):
         assert len(workers) == {1: 24, 2: 24, 3: 25}.get(k, 24), (k, db.keys)
         assert db.npes == 2 and np.all(db.load >= 0) and np.all(db.size > 0)
         assert len(db.src) > 0  # the messages between neighbours
+        for i in workers:  # positions: the element's index
+            index = db.keys[i][1]
+            np.testing.assert_array_equal(db.coords[i, :len(index)], index)
 
 
 def test_lb_none_resumes_every_sync_point_at_once_without_a_step():

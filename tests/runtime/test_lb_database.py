@@ -27,6 +27,10 @@ def assert_same(a: LBDatabase, b: LBDatabase) -> None:
         assert x.dtype == y.dtype, name
         np.testing.assert_array_equal(x, y, err_msg=name)
     assert a.keys == b.keys
+    if a.coords is None:
+        assert b.coords is None
+    else:
+        np.testing.assert_array_equal(a.coords, b.coords)
 
 
 def full_db(rng: np.random.Generator, n: int = 12, npes: int = 4, m: int = 20,
@@ -37,7 +41,8 @@ def full_db(rng: np.random.Generator, n: int = 12, npes: int = 4, m: int = 20,
         wall=rng.random(npes) + 1, idle=rng.random(npes), background=rng.random(npes) / 4,
         speed=rng.random(npes) + 0.5, src=rng.integers(0, n, m), dst=rng.integers(0, n, m),
         messages=rng.integers(1, 100, m), bytes=rng.integers(0, 10**9, m),
-        keys=[(int(rng.integers(0, 3)), (i, i % 3)) for i in range(n)] if keys else None)
+        keys=[(int(rng.integers(0, 3)), (i, i % 3)) for i in range(n)] if keys else None,
+        coords=rng.normal(size=(n, 3)))
 
 
 # ------------------------------------------------------------------------------ round trips
@@ -62,7 +67,8 @@ def databases(draw):
         wall=rng.random(npes), idle=rng.random(npes), background=rng.random(npes),
         speed=rng.random(npes) * 2, src=rng.integers(0, max(n, 1), m),
         dst=rng.integers(0, max(n, 1), m), messages=rng.integers(0, 2**40, m),
-        bytes=rng.integers(0, 2**50, m), keys=keys)
+        bytes=rng.integers(0, 2**50, m), keys=keys,
+        coords=rng.normal(size=(n, draw(st.integers(0, 3)))) if draw(st.booleans()) else None)
 
 
 @settings(max_examples=60, deadline=None,
@@ -130,8 +136,8 @@ BAD = {
     "no format tag": (changed(format=None), "not a shoal load-balancing database"),
     "another format": (changed(format=np.array("other")), "not a shoal load-balancing"),
     "newer version": (changed(version=np.array(FORMAT_VERSION + 1)),
-                      "format version 2 \\(written by a newer shoal\\); this shoal reads "
-                      "version 1"),
+                      "format version 3 \\(written by a newer shoal\\); this shoal reads "
+                      "versions 1, 2"),
     "version 0": (changed(version=np.array(0)), "format version 0; this shoal reads"),
     "no version": (changed(version=None), "field 'version' is missing"),
     "version not a number": (changed(version=np.array("1")), "'version' must be one integer"),
@@ -148,6 +154,9 @@ BAD = {
     "float pe": (changed(pe=np.zeros(12)), "'pe' has dtype float64, expected integer"),
     "int migratable": (changed(migratable=np.ones(12, np.int64)), "expected boolean"),
     "negative size": (changed(size=np.full(12, -1)), "'size' has entries outside"),
+    "1-d coords": (changed(coords=np.zeros(12)), "'coords' has shape \\(12,\\)"),
+    "short coords": (changed(coords=np.zeros((11, 2))), "'coords' has shape \\(11, 2\\)"),
+    "nan coords": (changed(coords=np.full((12, 2), np.nan)), "'coords' has entries outside"),
     "missing speed": (changed(speed=None), "field 'speed' is missing"),
     "long wall": (changed(wall=np.ones(5)), "'wall' has shape \\(5,\\).*one row per PE"),
     "negative speed": (changed(speed=-np.ones(4)), "'speed' has entries outside"),
@@ -209,6 +218,15 @@ def test_a_corrupt_member_is_refused_by_name(tmp_path):
 
 
 # -------------------------------------------------------------------- edge cut, retarget
+
+
+def test_a_version_1_file_reads_without_coordinates(tmp_path):
+    # version 1 is version 2 without the coords field
+    arrays = changed(version=np.array(1), coords=None)
+    write(tmp_path / "v1.npz", arrays)
+    db = LBDatabase.read(tmp_path / "v1.npz")
+    assert db.coords is None
+    np.testing.assert_array_equal(db.load, arrays["load"])
 
 
 def test_edge_cut_counts_bytes_between_pes():

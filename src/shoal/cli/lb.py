@@ -3,26 +3,31 @@ them, or on the databases a run dumped (seed 002, Section III-A)."""
 
 from __future__ import annotations
 
+import json
+import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 import numpy as np
 
 from shoal import units
-from shoal.cli.render import console, table, write_csv
+from shoal.cli.render import check_output, console, provenance, table, write_atomic, write_csv
 from shoal.errors import UsageError
 from shoal.runtime.lb.database import LBDatabase
 from shoal.runtime.lb.synth import GRAPHS, LOADS, PLACEMENTS
 
 if TYPE_CHECKING:
-    from shoal.runtime.lb.strategies import Strategy
+    from shoal.runtime.lb.machine import Machine
+    from shoal.runtime.lb.strategies import LBOptions, Strategy
 
 # the names of shoal.runtime.lb.strategies.STRATEGIES, for --help without importing numba
 # (tests/cli/test_lb_cli.py checks that they agree)
-STRATEGY_NAMES = ("greedy", "refine", "greedy_refine")
+STRATEGY_NAMES = ("greedy", "refine", "greedy_refine", "metis", "topo", "orb", "hierarchical",
+                  "distributed")
 
 
 @click.group()
@@ -137,66 +142,118 @@ class _Result:
     migrations: int
     bytes_moved: int
     cut_after: int
+    hop_bytes_after: float | None
     seconds: float
     scaled_after: np.ndarray  # per-PE load / capacity, for --plot
+    rounds: int | None = None  # distributed: gossip rounds, transfer phases, messages
+    phases: int | None = None
+    messages: int | None = None
 
 
-def _strategies(text: str) -> list[tuple[str, Strategy]]:
-    """Names separated by commas, ``all`` for every strategy; ``a+b`` chains strategies."""
+def _strategies(text: str, options: LBOptions) -> list[tuple[str, Strategy]]:
+    """Names separated by commas, ``all`` for every strategy (``topo`` only with a
+    machine); ``a+b`` chains strategies."""
     from shoal.runtime.lb.strategies import STRATEGIES, chain
 
     known = ", ".join(STRATEGIES)
     picked: dict[str, Strategy] = {}
     for item in (part.strip() for part in text.split(",")):
         if item == "all":
-            picked.update(STRATEGIES)
+            picked.update((name, chain(name, options)) for name in STRATEGIES
+                          if name != "topo" or options.machine is not None)
             continue
         steps = [step.strip() for step in item.split("+")]
         unknown = [step for step in steps if step not in STRATEGIES]
         if unknown:
             raise UsageError(f"unknown strategy {unknown[0]!r} in --strategy {text!r}: "
                              f"use all, or a list of {known} (join with + to chain them)")
-        picked["+".join(steps)] = chain(",".join(steps))
+        picked["+".join(steps)] = chain(",".join(steps), options)
     return list(picked.items())
 
 
-def _warm_up(strategy: Strategy) -> None:
-    """Compile the strategy's kernels (numba) before it is timed."""
-    strategy(LBDatabase(np.array([2.0, 1.0, 1.0]), np.array([0, 0, 0]), 2))
+def _warm_up() -> None:
+    """Compile the numba kernels (greedy, refine, hierarchical) before anything is timed."""
+    from shoal.runtime.lb.strategies import STRATEGIES
+
+    tiny = LBDatabase(np.array([2.0, 1.0, 1.0]), np.array([0, 0, 0]), 2)
+    for name in ("greedy_refine", "refine", "hierarchical"):
+        STRATEGIES[name](tiny)
 
 
-def _run(db: LBDatabase, name: str, strategy: Strategy) -> _Result:
+def _run(db: LBDatabase, name: str, strategy: Strategy, machine: Machine | None,
+         seed: int) -> _Result:
+    from shoal.runtime.lb.distributed import simulate as grapevine
+
     assert db.migratable is not None and db.size is not None
-    _warm_up(strategy)
     t0 = time.perf_counter()
-    placement = np.asarray(strategy(db), np.int64)
+    outcome = grapevine(db, seed) if name == "distributed" else None
+    placement = np.asarray(strategy(db) if outcome is None else outcome.placement, np.int64)
     seconds = time.perf_counter() - t0
     placement = np.where(db.migratable, placement, db.pe)
     moved = placement != db.pe
     scaled = db.pe_loads(placement) / db.capacity()
-    return _Result(name, db.imbalance(placement), float(scaled.max()), int(moved.sum()),
-                   int(db.size[moved].sum()), db.edge_cut(placement), seconds, scaled)
+    hops = None if machine is None else machine.hop_bytes(db, placement)
+    out = _Result(name, db.imbalance(placement), float(scaled.max()), int(moved.sum()),
+                  int(db.size[moved].sum()), db.edge_cut(placement), hops, seconds, scaled)
+    if outcome is not None:
+        out.rounds, out.phases, out.messages = (outcome.rounds, outcome.phases,
+                                                outcome.messages)
+    return out
+
+
+def _machine(torus: str | None, cores: int, machine_file: str | None,
+             npes: int) -> Machine | None:
+    """The machine of --torus, --cores and --machine-file (None without --torus)."""
+    from shoal.runtime.lb.machine import Machine
+    from shoal.topology.torus import Torus
+
+    if torus is None:
+        if machine_file is not None:
+            raise UsageError("--machine-file needs --torus (the torus its nodes lie on)")
+        return None
+    shape = Torus.parse(torus, cores)
+    return (Machine.from_file(machine_file, shape) if machine_file is not None
+            else Machine.block(shape, npes))
 
 
 @lb.command()
 @click.argument("db_path", metavar="DB")
 @click.option("--strategy", "names", default="all", show_default=True,
               help=f"A list such as greedy,refine of: {', '.join(STRATEGY_NAMES)}, all (every "
-                   "one); join names with + to chain them (greedy+refine).")
+                   "one; topo only with --torus); join names with + to chain them "
+                   "(metis+refine).")
 @click.option("--pes", default=None, metavar="N",
               help="Re-target the database to N PEs first: the objects of PE p go to PE "
                    "p * N // npes (neighbouring PEs merge; new PEs start empty); per-PE "
                    "measurements kept for PEs below both counts, new PEs at defaults.")
+@click.option("--torus", default=None, metavar="DIMS",
+              help="The machine, e.g. 4x4x4: reports hop-bytes and enables topo.")
+@click.option("--cores", default=1, show_default=True,
+              help="PEs per torus node (PE p on node p // cores).")
+@click.option("--machine-file", default=None, metavar="CSV",
+              help="PE-to-node map instead: a mapping CSV (rank,node,coords,core) as "
+                   "`shoal map --format csv` writes.")
+@click.option("--group", default=64, show_default=True,
+              help="PEs per group of hierarchical (without --torus; with it, a node).")
+@click.option("--seed", default=0, show_default=True, help="Seed of distributed.")
 @click.option("--csv", "csv_path", default=None,
               help="Write one row per strategy to this CSV file (plus a .json sidecar).")
+@click.option("--json", "json_path", default=None,
+              help="Write the settings and one record per strategy to this JSON file.")
 @click.option("--plot", default=None,
               help="Write per-PE loads before and after each strategy to this PNG.")
-def simulate(db_path: str, names: str, pes: str | None, csv_path: str | None,
-             plot: str | None) -> None:
+def simulate(db_path: str, names: str, pes: str | None, torus: str | None, cores: int,
+             machine_file: str | None, group: int, seed: int, csv_path: str | None,
+             json_path: str | None, plot: str | None) -> None:
     """Run load-balancing strategies on the database DB (from `shoal lb synth` or a run's
     lb_dump) and compare them: max/avg load before and after, migrations, bytes moved,
-    communication cut by the placement, and the strategy's own time."""
-    picked = _strategies(names)
+    communication cut by the placement, hop-bytes on the torus (--torus), the strategy's
+    own time, and for distributed its gossip rounds, transfer phases and messages."""
+    from shoal.runtime.lb.strategies import LBOptions
+
+    for path, flag in ((csv_path, "--csv"), (json_path, "--json"), (plot, "--plot")):
+        if path:
+            check_output(path, flag)
     npes = None if pes is None else _count(pes, "--pes", 1)
     db = LBDatabase.read(db_path, keys=False)
     in_file = db.npes
@@ -207,36 +264,72 @@ def simulate(db_path: str, names: str, pes: str | None, csv_path: str | None,
             raise UsageError(f"not enough memory for --pes {npes}: ask for fewer") from None
         console.print(f"re-targeted from {in_file} to {npes} PEs (PE p -> p * {npes} // "
                       f"{in_file})")
+    machine = _machine(torus, cores, machine_file, db.npes)
+    if machine is not None:
+        machine.check(db)
+    picked = _strategies(names, LBOptions(machine=machine, group=group, seed=seed))
+    if names.strip() == "all" and machine is None:
+        console.print("topo left out: it needs the machine (--torus)")
+    _warm_up()
     results = []
     with console.status("") as status:
         for k, (name, strategy) in enumerate(picked):
             status.update(f"running {name} ({k + 1}/{len(picked)}) on {db.n} objects")
-            results.append(_run(db, name, strategy))
+            results.append(_run(db, name, strategy, machine, seed))
             console.print(f"{name}: done in {units.format_duration(results[-1].seconds)}")
-    _print_results(db, db_path, results)
-    if csv_path:
-        _write_csv(db, db_path, in_file, results, csv_path)
+    _print_results(db, db_path, results, machine)
+    meta = {"database": db_path, "objects": db.n, "pes": db.npes, "pes_in_file": in_file,
+            "edges": int(db.src.size), "total_load": float(db.load.sum()),
+            "retarget": None if db.npes == in_file else "p * pes // pes_in_file",
+            "torus": torus, "cores": cores if torus else None, "machine_file": machine_file,
+            "group": group, "seed": seed}
+    rows = [_row(db, r, machine) for r in results]
+    _write(csv_path, lambda path: write_csv(path, rows, meta))
+    _write(json_path, lambda path: write_atomic(path, json.dumps(
+        provenance({**meta, "results": rows}), indent=2, default=str) + "\n"))
     if plot:
         _plot(db, results, plot)
         console.print(f"wrote {plot}")
 
 
-def _print_results(db: LBDatabase, db_path: str, results: list[_Result]) -> None:
+def _write(path: str | None, write: Callable[[str], None]) -> None:
+    if not path:
+        return
+    try:
+        write(path)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write the results ({exc.strerror or exc})") from None
+    console.print(f"wrote {path}")
+
+
+def _print_results(db: LBDatabase, db_path: str, results: list[_Result],
+                   machine: Machine | None) -> None:
     before, cut = db.imbalance(), db.edge_cut()
-    rows = [[r.name, f"{before:.3f}", f"{r.after:.3f}", r.migrations,
-             f"{100 * r.migrations / max(db.n, 1):.2f}%",
-             units.format_bytes(r.bytes_moved), units.format_bytes(cut),
-             units.format_bytes(r.cut_after), units.format_duration(r.seconds)]
-            for r in results]
-    console.print(table(f"Strategies on {db_path}: {db.n} objects on {db.npes} PEs, "
+    columns = ["strategy", "max/avg before", "max/avg after", "migrations", "migrated",
+               "bytes moved", "edge cut before", "edge cut after"]
+    if machine is not None:
+        columns += ["hop-bytes before", "hop-bytes after"]
+    columns += ["time", "rounds / phases / messages"]
+    rows = []
+    for r in results:
+        row = [r.name, f"{before:.3f}", f"{r.after:.3f}", r.migrations,
+               f"{100 * r.migrations / max(db.n, 1):.2f}%",
+               units.format_bytes(r.bytes_moved), units.format_bytes(cut),
+               units.format_bytes(r.cut_after)]
+        if machine is not None:
+            row += [f"{machine.hop_bytes(db):.4g}", f"{r.hop_bytes_after:.4g}"]
+        row += [units.format_duration(r.seconds),
+                "" if r.rounds is None else f"{r.rounds} / {r.phases} / {r.messages}"]
+        rows.append(row)
+    where = "" if machine is None else f", torus {'x'.join(map(str, machine.torus.dims))}"
+    console.print(table(f"Strategies on {db_path}: {db.n} objects on {db.npes} PEs{where}, "
                         f"{db.src.size} edges (max/avg: busiest PE's load over the average)",
-                        ["strategy", "max/avg before", "max/avg after", "migrations",
-                         "migrated", "bytes moved", "edge cut before", "edge cut after",
-                         "time"], rows))
+                        columns, rows))
 
 
-def _row(db: LBDatabase, r: _Result) -> dict:
-    """One tidy CSV row: loads in the database's units (seconds), bytes, seconds."""
+def _row(db: LBDatabase, r: _Result, machine: Machine | None) -> dict:
+    """One tidy row: loads in the database's units (seconds), bytes, seconds; hop-bytes
+    empty without a machine, rounds/phases/messages empty but for distributed."""
     scaled = db.pe_loads() / db.capacity()
     return {"strategy": r.name, "objects": db.n, "pes": db.npes, "edges": int(db.src.size),
             "avg_load": float(db.load.sum() / db.npes),
@@ -244,24 +337,15 @@ def _row(db: LBDatabase, r: _Result) -> dict:
             "max_avg_before": db.imbalance(), "max_avg_after": r.after,
             "migrations": r.migrations, "migrated_fraction": r.migrations / max(db.n, 1),
             "bytes_moved": r.bytes_moved, "edge_cut_before": db.edge_cut(),
-            "edge_cut_after": r.cut_after, "strategy_s": r.seconds}
-
-
-def _write_csv(db: LBDatabase, db_path: str, in_file: int, results: list[_Result],
-               path: str) -> None:
-    meta = {"database": db_path, "objects": db.n, "pes": db.npes, "pes_in_file": in_file,
-            "edges": int(db.src.size), "total_load": float(db.load.sum()),
-            "retarget": None if db.npes == in_file else "p * pes // pes_in_file"}
-    try:
-        write_csv(path, [_row(db, r) for r in results], meta)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write the results ({exc.strerror or exc})") from None
-    console.print(f"wrote {path}")
+            "edge_cut_after": r.cut_after,
+            "hop_bytes_before": None if machine is None else machine.hop_bytes(db),
+            "hop_bytes_after": r.hop_bytes_after, "strategy_s": r.seconds,
+            "rounds": r.rounds, "phases": r.phases, "messages": r.messages}
 
 
 def _plot(db: LBDatabase, results: list[_Result], path: str) -> None:
     """One panel per strategy: each PE's load / capacity over the average, before (grey)
-    and after."""
+    and after; written whole or not at all."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -283,12 +367,22 @@ def _plot(db: LBDatabase, results: list[_Result], path: str) -> None:
         ax.legend(loc="upper right", fontsize="small")
     axes[-1, 0].set_xlabel("PE")
     fig.tight_layout()
+    _save(fig, path)
+
+
+def _save(fig: Any, path: str) -> None:
+    """Write a figure as PNG, whole or not at all, and close it."""
+    import matplotlib.pyplot as plt
+
+    tmp = Path(path).with_name(Path(path).name + ".tmp")
     try:
-        fig.savefig(path, dpi=120)
+        fig.savefig(tmp, dpi=120, format="png")
+        os.replace(tmp, path)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write the figure ({exc.strerror or exc})") from None
     finally:
         plt.close(fig)
+        tmp.unlink(missing_ok=True)
 
 
 @lb.command()
@@ -303,11 +397,11 @@ def _plot(db: LBDatabase, results: list[_Result], path: str) -> None:
 def plot(trace_path: str, out: str, csv_path: str | None, bins: int) -> None:
     """Each PE's load per iteration from a trace written by `shoal run --trace` (seconds
     in entry methods between AtSync points, or in equal spans of time without them)."""
-    from shoal.runtime.trace import check_output, loads_per_iteration, read
+    from shoal.runtime.trace import loads_per_iteration, read
 
-    for path in (out, csv_path):
-        if path is not None:
-            check_output(Path(path).absolute())
+    check_output(out, "--out")
+    if csv_path is not None:
+        check_output(csv_path, "--csv")
     if csv_path is not None and Path(csv_path).absolute() == Path(out).absolute():
         raise UsageError("--csv and --out name the same file: give two paths")
     edges, loads, steps = loads_per_iteration(read(trace_path), bins)
@@ -348,9 +442,4 @@ def _plot_iterations(loads: np.ndarray, steps: list[int], path: str) -> None:
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper right", fontsize="small", ncol=2)
     fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=120)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write the figure ({exc.strerror or exc})") from None
-    finally:
-        plt.close(fig)
+    _save(fig, path)

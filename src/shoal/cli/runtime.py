@@ -12,10 +12,11 @@ import click
 @click.option("-n", "nprocs", default=2, show_default=True, help="Number of PEs (MPI ranks).")
 @click.option("--timeout", default=None, help="Kill the job after this long (e.g. 10min).")
 @click.option("--lb", "strategy", default=None,
-              help="Load-balancing strategy, or a chain (greedy, refine, greedy_refine; "
-                   "e.g. greedy,refine), auto (greedy_refine when the MetaBalancer says "
-                   "a step pays) or none (sync points resume at once: a baseline). Default "
-                   "greedy_refine when balancing happens.")
+              help="Load-balancing strategy, or a chain (greedy, refine, greedy_refine, "
+                   "metis, orb, hierarchical, distributed; e.g. metis,refine), auto "
+                   "(greedy_refine when the MetaBalancer says a step pays) or none (sync "
+                   "points resume at once: a baseline). Default greedy_refine when "
+                   "balancing happens.")
 @click.option("--lb-auto", is_flag=True,
               help="At every AtSync point, balance only when the predicted time lost to "
                    "imbalance exceeds the measured cost of a step (MetaBalancer).")

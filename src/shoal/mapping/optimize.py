@@ -17,6 +17,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import laplacian
 from scipy.sparse.linalg import eigsh
 
+from shoal.errors import UsageError
 from shoal.mapping.mappings import check_fits
 from shoal.mapping.metrics import evaluate
 from shoal.mapping.patterns import Pattern
@@ -36,9 +37,17 @@ def _fiedler(w: sp.csr_matrix) -> np.ndarray:
     return vecs[:, np.argsort(vals)[1]]
 
 
-def bisection(torus: Torus, pattern: Pattern) -> tuple[np.ndarray, np.ndarray]:
-    """(node, core) per rank from recursive spectral bisection."""
-    check_fits(torus, pattern.nprocs)
+def bisection(torus: Torus, pattern: Pattern,
+              slots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(node, core) per rank from recursive spectral bisection. ``slots[node]``: how many
+    ranks go on each node (default ``torus.cores`` everywhere; nodes with 0 stay empty; the
+    slots must add up to the ranks)."""
+    if slots is None:
+        check_fits(torus, pattern.nprocs)
+        slots = np.full(torus.nodes, torus.cores, np.int64)
+    elif int(np.sum(slots)) != pattern.nprocs:
+        raise UsageError(f"{int(np.sum(slots))} slots on the nodes for {pattern.nprocs} "
+                         f"ranks")
     n = pattern.nprocs
     w = sp.coo_matrix((pattern.nbytes, (pattern.src, pattern.dst)), shape=(n, n)).tocsr()
     w = (w + w.T).tocsr()
@@ -58,13 +67,13 @@ def bisection(torus: Torus, pattern: Pattern) -> tuple[np.ndarray, np.ndarray]:
         half = spans[d][: len(spans[d]) // 2]
         first = box & np.isin(coords[:, d], half)
         second = box & ~first
-        k = int(first.sum()) * torus.cores
+        k = int(slots[first].sum())
         sub = w[procs][:, procs]
         order = np.argsort(_fiedler(sub), kind="stable")
         split(procs[order[:k]], first)
         split(procs[order[k:]], second)
 
-    split(np.arange(n), np.ones(torus.nodes, bool))
+    split(np.arange(n), np.asarray(slots) > 0)
     return node, core
 
 

@@ -21,7 +21,8 @@ read with ``numpy.load(path, allow_pickle=False)``; every field is a plain array
 field          dtype, shape    meaning
 =============  ==============  ===========================================================
 ``format``     str, ()         ``"shoal-lb-database"``
-``version``    int64, ()       ``1`` (:data:`FORMAT_VERSION`; ``read`` refuses others)
+``version``    int64, ()       ``2`` (:data:`FORMAT_VERSION`; ``read`` also reads
+                               version 1, the same without ``coords``)
 ``npes``       int64, ()       number of PEs, >= 1
 ``load``       float64, (n,)   seconds of work of each object since the last step, >= 0
 ``pe``         int64, (n,)     the PE of each object, in ``[0, npes)``
@@ -40,9 +41,13 @@ field          dtype, shape    meaning
 ``key_ndims``  int64, (n,)     length of each key's index tuple; -1: the object has no key
 ``key_index``  int64, (n, w)   the index tuple in the first ``key_ndims`` columns, zeros
                                after (``w`` = the longest index)
+``coords``     float64, (n, d) optional (version 2): the position of each object in space,
+                               for ``orb``: its ``lb_position()``, else its array index;
+                               ``d`` = the most coordinates of any object, missing ones 0
 =============  ==============  ===========================================================
 
-Files without ``key_`` fields read with ``keys = None``. ``read`` accepts any integer dtype
+Files without ``key_`` fields read with ``keys = None``, without ``coords`` with
+``coords = None``. ``read`` accepts any integer dtype
 for the integer fields and any integer or float dtype for the float fields (``read``
 converts them to the dtypes above).
 """
@@ -61,7 +66,8 @@ import numpy as np
 from shoal.errors import UsageError
 
 FORMAT_NAME = "shoal-lb-database"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READS = (1, 2)  # the versions read accepts
 
 
 @dataclass
@@ -74,8 +80,9 @@ class LBDatabase:
     ``background`` (time that was neither entry methods, runtime work nor idle: another
     process on the core) and ``speed`` (relative, 1.0 nominal). Communication between
     objects as edges ``src -> dst`` with ``messages`` and ``bytes`` (one edge per ordered
-    pair). ``keys`` names the objects for the runtime (``(collection id, index)``) and is
-    not used by strategies.
+    pair). ``coords`` (``n x d``, optional) places the objects in space (``orb``).
+    ``keys`` names the objects for the runtime (``(collection id, index)``) and is not used
+    by strategies.
     """
 
     load: np.ndarray
@@ -92,6 +99,7 @@ class LBDatabase:
     messages: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     keys: list | None = None
+    coords: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.load)
@@ -116,6 +124,12 @@ class LBDatabase:
                       else np.asarray(self.speed, np.float64))
         for name in ("src", "dst", "messages", "bytes"):
             setattr(self, name, np.asarray(getattr(self, name), np.int64))
+        if self.coords is not None:
+            self.coords = np.asarray(self.coords, np.float64)
+            if self.coords.ndim != 2 or self.coords.shape[0] != n:
+                raise ValueError(f"coords has shape {self.coords.shape}, not ({n}, d)")
+            if not np.all(np.isfinite(self.coords)):
+                raise ValueError("object coordinates must be finite")
 
     @property
     def n(self) -> int:
@@ -138,8 +152,9 @@ class LBDatabase:
     def imbalance(self, placement: np.ndarray | None = None) -> float:
         """max/avg: the longest PE time (load / capacity) over the time of a perfect
         balance (total load / total capacity, the same for every placement); 1.0 is
-        perfect balance."""
-        scaled = self.pe_loads(placement) / self.capacity()
+        perfect balance (a PE of capacity 0 counts as 0 when empty, infinite when not)."""
+        loads, cap = self.pe_loads(placement), self.capacity()
+        scaled = np.divide(loads, cap, out=np.where(loads > 0, np.inf, 0.0), where=cap > 0)
         avg = self.load.sum() / self.npes  # capacities sum to npes
         return float(scaled.max() / avg) if avg > 0 else 1.0
 
@@ -174,7 +189,8 @@ class LBDatabase:
                           wall=resized(self.wall, 0.0), idle=resized(self.idle, 0.0),
                           background=resized(self.background, 0.0),
                           speed=resized(self.speed, 1.0), src=self.src, dst=self.dst,
-                          messages=self.messages, bytes=self.bytes, keys=self.keys)
+                          messages=self.messages, bytes=self.bytes, keys=self.keys,
+                          coords=self.coords)
 
     # ----------------------------------------------------------------------- files
 
@@ -216,7 +232,12 @@ class LBDatabase:
         pes = _read_pes(reader, npes)
         edges = _read_edges(reader, n)
         names = _read_keys(reader, n) if keys else None
-        return cls(load.astype(np.float64), npes=npes, keys=names, **objects, **pes, **edges)
+        coords = None
+        if "coords" in reader.arrays:
+            coords = reader.array("coords", "fiu", "object", n, ndim=2)
+            reader.within("coords", coords, -np.inf, None, "object")
+        return cls(load.astype(np.float64), npes=npes, keys=names, coords=coords, **objects,
+                   **pes, **edges)
 
     def _arrays(self) -> dict[str, np.ndarray]:
         """Every field as the arrays of the file format."""
@@ -231,6 +252,8 @@ class LBDatabase:
             out[name] = np.asarray(getattr(self, name), np.int64)
         if self.keys is not None:
             out.update(_pack_keys(self.keys, self.n))
+        if self.coords is not None:
+            out["coords"] = np.asarray(self.coords, np.float64)
         return out
 
 
@@ -302,10 +325,10 @@ class _Reader:
             self.fail(f"not a shoal load-balancing database (no 'format' field saying "
                       f"{FORMAT_NAME!r})")
         version = self.scalar("version")
-        if version != FORMAT_VERSION:
+        if version not in READS:
             newer = " (written by a newer shoal)" if version > FORMAT_VERSION else ""
-            self.fail(f"format version {version}{newer}; this shoal reads version "
-                      f"{FORMAT_VERSION}")
+            self.fail(f"format version {version}{newer}; this shoal reads versions "
+                      f"{', '.join(map(str, READS))}")
 
     def scalar(self, name: str) -> int:
         a = self.get(name)

@@ -270,7 +270,7 @@ class Balancer:
     def _local_stats(self, sync: bool) -> dict[str, Any]:
         """This PE's part of the database; marks the start of the next period."""
         rt = self.rt
-        keys, load, size, movable = [], [], [], []
+        keys, load, size, movable, pos = [], [], [], [], []
         edges: list[tuple[Any, Any, int, int]] = []
         col = 2 if rt.cpu_stats else 1
         now, cpu = time.perf_counter(), time.process_time()
@@ -291,13 +291,14 @@ class Balancer:
                 slot.lb_mark = total
                 size.append(_packed_size(slot))
                 movable.append(can and not slot.active)
+                pos.append(_position(slot))
                 for dst, v in slot.out.items():  # [messages, bytes, and at the last step]
                     if v[0] > v[2]:
                         edges.append((slot.key, dst, v[0] - v[2], v[1] - v[3]))
                         v[2], v[3] = v[0], v[1]
         self._mark_pe()
         return {"pe": rt.pe, "keys": keys, "load": load, "size": size, "migratable": movable,
-                "wall": wall, "idle": idle, "background": background, "edges": edges}
+                "pos": pos, "wall": wall, "idle": idle, "background": background, "edges": edges}
 
     def on_stats(self, env: tuple) -> None:
         """At the root: one PE's part; with all of them, decide and send the moves."""
@@ -414,6 +415,25 @@ def _packed_size(slot: Slot) -> int:
         return 0
 
 
+def _position(slot: Slot) -> tuple[float, ...]:
+    """Where an element is, for the orb strategy: its ``lb_position()`` when its class
+    defines one, else its index (a group member's index is not a tuple: no position)."""
+    where = getattr(slot.obj, "lb_position", None)
+    if where is not None:
+        return tuple(float(x) for x in where())
+    index = slot.key[1]
+    return tuple(float(x) for x in index) if isinstance(index, tuple) else ()
+
+
+def _coords(positions: list[tuple[float, ...]]) -> np.ndarray:
+    """The positions as an ``n x d`` array, missing coordinates 0."""
+    width = max((len(p) for p in positions), default=0)
+    out = np.zeros((len(positions), width))
+    for i, p in enumerate(positions):
+        out[i, :len(p)] = p
+    return out
+
+
 def _database(parts: list[dict[str, Any]], npes: int) -> LBDatabase:
     """The root's database from every PE's part (object numbers in PE order)."""
     keys: list[Any] = []
@@ -421,11 +441,13 @@ def _database(parts: list[dict[str, Any]], npes: int) -> LBDatabase:
     load: list[float] = []
     size: list[int] = []
     movable: list[bool] = []
+    pos: list[tuple[float, ...]] = []
     for part in parts:
         keys += part["keys"]
         load += part["load"]
         size += part["size"]
         movable += part["migratable"]
+        pos += part["pos"]
         pe += [part["pe"]] * len(part["keys"])
     ids = {k: i for i, k in enumerate(keys)}
     src, dst, msgs, nbytes = [], [], [], []
@@ -448,4 +470,4 @@ def _database(parts: list[dict[str, Any]], npes: int) -> LBDatabase:
                       migratable=np.array(movable, bool), size=np.array(size, np.int64),
                       wall=wall, idle=idle, background=background, src=np.array(src),
                       dst=np.array(dst), messages=np.array(msgs), bytes=np.array(nbytes),
-                      keys=keys)
+                      keys=keys, coords=_coords(pos))

@@ -3,408 +3,121 @@
 Seed 002 (Acun et al., SC'14), Section III-A: the runtime measures the load of every object
 since the last step ("the recent past is a good predictor of the near future") and a
 strategy computes the new mapping of objects to PEs from these measurements; the framework
-then migrates the objects. Strategies here see only the database (numpy arrays), never MPI,
-so they run the same inside the runtime, offline on a dumped database and in tests.
-
-Every strategy weighs PEs by their capacity (``db.capacity()``: speed times the share of the
-core not taken by background work, normalised to sum to ``npes``), so a core shared with
-another VM (seed 002 Fig. 16) or running at 0.7x frequency (Fig. 17) gets proportionally less
-work: at balance the load on PE ``p`` is ``capacity[p] * total / npes``. All figures below are
-in *scaled load*, ``load on p / capacity[p]`` (the time PE ``p`` needs for its objects); the
-ideal scaled load is ``avg = total / npes``. Objects with ``migratable == False`` never move;
-their load counts on their PE.
+then migrates the objects. Strategies see only the database (numpy arrays), never MPI, so
+they run the same inside the runtime, offline on a dumped database and in tests. Every one
+weighs PEs by their capacity and leaves non-migratable objects alone
+(:mod:`shoal.runtime.lb.common`).
 
 A strategy returns ``placement``: one PE per object (int64 array of ``db.n`` entries).
 
-- :func:`greedy`: LPT, heaviest object first to the PE where it would finish first.
-- :func:`refine`: moves objects only off overloaded PEs, few migrations.
-- :func:`greedy_refine`: greedy's quality bound, keeping objects where they are when possible.
-- :data:`STRATEGIES` names them; :func:`chain` runs several in sequence (``"greedy,refine"``).
+=================  =========================================  ================================
+name               what                                       module
+=================  =========================================  ================================
+``greedy``         heaviest object to the least loaded PE     :mod:`.greedy`
+``refine``         move objects off overloaded PEs only       :mod:`.greedy`
+``greedy_refine``  greedy's bound, keeping objects in place   :mod:`.greedy`
+``metis``          partition the communication graph          :mod:`.graph`
+``topo``           partition, then place parts on the torus   :mod:`.topo`
+``orb``            orthogonal recursive bisection             :mod:`.orb`
+``hierarchical``   in groups of PEs, then between groups      :mod:`.hierarchical`
+``distributed``    GrapevineLB: gossip, then transfers        :mod:`.distributed`
+=================  =========================================  ================================
+
+:data:`STRATEGIES` names them; :func:`chain` binds the :class:`LBOptions` a strategy takes
+and runs several in sequence (``"metis,refine"``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
-from numba import njit
 
 from shoal.errors import UsageError
+from shoal.runtime.lb.common import Strategy
 from shoal.runtime.lb.database import LBDatabase
+from shoal.runtime.lb.distributed import distributed
+from shoal.runtime.lb.graph import metis
+from shoal.runtime.lb.greedy import greedy, greedy_refine, refine
+from shoal.runtime.lb.hierarchical import hierarchical
+from shoal.runtime.lb.machine import Machine
+from shoal.runtime.lb.orb import orb
+from shoal.runtime.lb.topo import topo
 
-Strategy = Callable[[LBDatabase], np.ndarray]
+__all__ = ["STRATEGIES", "LBOptions", "Strategy", "chain", "greedy", "greedy_refine",
+           "refine"]
 
-# A PE of capacity 0 (speed 0) gets this much instead, so that scaled loads stay finite: it is
-# chosen only when nothing else is possible (objects of load 0, or non-migratable objects).
-_MIN_CAPACITY = 1e-9
-
-# greedy_refine keeps objects in place under these fractions of its bound, in turn, until the
-# result respects the bound
-_KEEP_FACTORS = (1.0, 0.999, 0.99, 0.95)
-
-
-# --------------------------------------------------------------------------------------------
-# Compiled kernels. Trees are implicit binary trees over ``size`` leaves (a power of two),
-# node ``k`` has children ``2k`` and ``2k + 1``, leaf ``j`` is node ``size + j``.
-
-
-@njit(cache=True, nogil=True)
-def _tree_size(leaves: int) -> tuple[int, int]:
-    """The leaves of a tree over ``leaves`` PEs (the next power of two) and its depth."""
-    size = 1
-    depth = 0
-    while size < leaves:
-        size *= 2
-        depth += 1
-    return size, depth
-
-
-@njit(cache=True, nogil=True)
-def _min_tree(keys: np.ndarray, size: int, pad: float) -> np.ndarray:
-    """A tree whose node holds the minimum of the keys below it (leaves past the keys hold
-    ``pad``)."""
-    tree = np.full(2 * size, pad)
-    tree[size:size + keys.shape[0]] = keys
-    for node in range(size - 1, 0, -1):
-        tree[node] = min(tree[2 * node], tree[2 * node + 1])
-    return tree
-
-
-@njit(cache=True, nogil=True)
-def _tree_set(tree: np.ndarray, size: int, leaf: int, value: float) -> None:
-    """Set leaf ``leaf`` of a min-tree to ``value`` and refresh its ancestors."""
-    node = size + leaf
-    tree[node] = value
-    node >>= 1
-    while node >= 1:
-        m = min(tree[2 * node], tree[2 * node + 1])
-        if tree[node] == m:
-            break
-        tree[node] = m
-        node >>= 1
-
-
-@njit(cache=True, nogil=True)
-def _tree_argmin(tree: np.ndarray, size: int) -> int:
-    """The leaf holding the minimum of a min-tree (the leftmost one on ties)."""
-    node = 1
-    while node < size:
-        node = 2 * node if tree[2 * node] <= tree[2 * node + 1] else 2 * node + 1
-    return node - size
-
-
-@njit(cache=True, nogil=True)
-def _first_finish(mina: np.ndarray, minb: np.ndarray, size: int, w: float,
-                  stack: np.ndarray) -> int:
-    """The leaf ``j`` minimising ``a[j] + w * b[j]`` (``a`` = scaled load, ``b`` = 1 /
-    capacity: the scaled load of the PE once it has an object of load ``w``).
-
-    Branch and bound over two min-trees: ``mina[node] + w * minb[node]`` is a lower bound for
-    every leaf below ``node`` (rounding is monotone, so it holds in floating point too). With
-    leaves sorted by capacity, siblings have close ``b`` and the bound is tight; on identical
-    PEs it is exact and the search walks one root-to-leaf path."""
-    best = np.inf
-    found = -1
-    stack[0] = 1
-    top = 1
-    while top > 0:
-        top -= 1
-        node = stack[top]
-        bound = mina[node] + w * minb[node]
-        if bound >= best:
-            continue
-        if node >= size:
-            best = bound
-            found = node - size
-            continue
-        left = 2 * node
-        bl = mina[left] + w * minb[left]
-        br = mina[left + 1] + w * minb[left + 1]
-        if bl <= br:  # explore the more promising child first: push it last
-            stack[top] = left + 1
-            stack[top + 1] = left
-        else:
-            stack[top] = left
-            stack[top + 1] = left + 1
-        top += 2
-    return found
-
-
-@njit(cache=True, nogil=True)
-def _assign(w: np.ndarray, home: np.ndarray, assigned: np.ndarray, inv: np.ndarray,
-            perm: np.ndarray, keep: float) -> np.ndarray:
-    """Assign objects of loads ``w`` (heaviest first) one by one; returns their PEs.
-
-    ``assigned[p]`` starts as the load already on PE ``p`` (non-migratable objects) and is
-    updated in place. An object stays on its ``home`` when the home's scaled load with it is
-    ``<= keep`` (never if ``keep < 0``); otherwise it goes to the PE where it finishes first,
-    ``argmin (assigned + w) / capacity`` (``inv`` = 1 / capacity). Leaves of the search trees
-    are the PEs in the order ``perm`` (by capacity)."""
-    npes = perm.shape[0]
-    size, depth = _tree_size(npes)
-    pos = np.empty(npes, np.int64)
-    for j in range(npes):
-        pos[perm[j]] = j
-    b = inv[perm]
-    mina = _min_tree(assigned[perm] * b, size, np.inf)
-    minb = _min_tree(b, size, b.max())
-    stack = np.empty(2 * depth + 4, np.int64)
-    out = np.empty(w.shape[0], np.int64)
-    for i in range(w.shape[0]):
-        t = home[i]
-        if not (assigned[t] + w[i]) * inv[t] <= keep:
-            t = perm[_first_finish(mina, minb, size, w[i], stack)]
-        assigned[t] += w[i]
-        _tree_set(mina, size, pos[t], assigned[t] * inv[t])
-        out[i] = t
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _pick_fit(w: np.ndarray, removed: np.ndarray, lo: int, hi: int, excess: float,
-              room: float) -> int:
-    """Among the objects ``w[lo:hi]`` (ascending, skipping ``removed``) of a donor that is
-    ``excess`` over its threshold, one that fits the receiver's ``room``: the smallest that
-    alone brings the donor under its threshold, else the largest that fits; -1 if none."""
-    j = lo + np.searchsorted(w[lo:hi], excess)
-    while j < hi and removed[j]:
-        j += 1
-    if j < hi and 0.0 < w[j] <= room:
-        return j
-    j = lo + np.searchsorted(w[lo:hi], room, side="right") - 1
-    while j >= lo and removed[j]:
-        j -= 1
-    if j >= lo and w[j] > 0.0:
-        return j
-    return -1
-
-
-@njit(cache=True, nogil=True)
-def _live_near(removed: np.ndarray, lo: int, hi: int, j: int, step: int) -> int:
-    """The first index from ``j`` on in direction ``step`` (+1 or -1) within ``[lo, hi)`` that
-    is not ``removed``; -1 if none."""
-    while lo <= j < hi and removed[j]:
-        j += step
-    return j if lo <= j < hi else -1
-
-
-@njit(cache=True, nogil=True)
-def _pick_relief(w: np.ndarray, removed: np.ndarray, lo: int, hi: int, d: int, r: int,
-                 loads: np.ndarray, cap: np.ndarray, search: tuple) -> tuple[int, int]:
-    """When no object of donor ``d`` (``w[lo:hi]``) fits under the threshold of receiver
-    ``r``: the move that lowers ``max(scaled donor, scaled receiver)`` most, as ``(object,
-    receiver)``; ``(-1, -1)`` if none lowers it below the donor's scaled load now.
-
-    Candidates: the objects either side of the load that would even ``d`` and ``r`` out, and
-    the largest object; each to ``r`` or to the PE where it finishes first (a PE of high
-    capacity, the only place where a huge object lowers the maximum)."""
-    mina, minb, size, stack, perm = search
-    ld, cd = loads[d], cap[d]
-    ideal = (cap[r] * ld - cd * loads[r]) / (cd + cap[r])
-    j = lo + np.searchsorted(w[lo:hi], ideal)
-    best, best_to, best_max = -1, -1, ld / cd
-    for k in (_live_near(removed, lo, hi, j - 1, -1), _live_near(removed, lo, hi, j, 1),
-              _live_near(removed, lo, hi, hi - 1, -1)):
-        if k < 0 or w[k] <= 0.0:
-            continue
-        first = perm[_first_finish(mina, minb, size, w[k], stack)]
-        for t in (r, first):
-            after = max((ld - w[k]) / cd, (loads[t] + w[k]) / cap[t])
-            if t != d and after < best_max:
-                best, best_to, best_max = k, t, after
-    return best, best_to
-
-
-@njit(cache=True, nogil=True)
-def _refine(w: np.ndarray, owner: np.ndarray, start: np.ndarray, loads: np.ndarray,
-            cap: np.ndarray, perm: np.ndarray, limit: float) -> np.ndarray:
-    """Move objects off PEs whose scaled load exceeds ``limit``; returns the new PE of each
-    entry of ``w`` (the migratable objects grouped by PE, ascending load within a PE: PE
-    ``p`` owns ``w[start[p]:start[p + 1]]``). ``loads`` (all objects) is updated in place;
-    ``perm`` orders the PEs by capacity for :func:`_first_finish`.
-
-    Loop: take the active donor with the highest scaled load (stop when it is under
-    ``limit``) and the PE with the most room under ``limit`` as receiver; move one object
-    (:func:`_pick_fit`, else :func:`_pick_relief`); a donor for which no object helps is
-    dropped. Donors are the PEs overloaded at the start; an object moves at most once."""
-    npes = cap.shape[0]
-    size, depth = _tree_size(npes)
-    thr = limit * cap
-    inv = 1.0 / cap
-    pos = np.empty(npes, np.int64)
-    pos[perm] = np.arange(npes)
-    active = (loads > thr) & (start[1:] > start[:-1])
-    donors = _min_tree(np.where(active, -loads * inv, np.inf), size, np.inf)
-    recv = _min_tree(loads - thr, size, np.inf)
-    mina = _min_tree((loads * inv)[perm], size, np.inf)
-    search = (mina, _min_tree(inv[perm], size, inv.max()), size,
-              np.empty(2 * depth + 4, np.int64), perm)
-    removed = np.zeros(w.shape[0], np.bool_)
-    out = owner.copy()
-    while True:
-        d = _tree_argmin(donors, size)
-        if not active[d] or loads[d] <= thr[d]:
-            break
-        t = _tree_argmin(recv, size)
-        lo, hi = start[d], start[d + 1]
-        j = _pick_fit(w, removed, lo, hi, loads[d] - thr[d], thr[t] - loads[t])
-        if j < 0:
-            j, t = _pick_relief(w, removed, lo, hi, d, t, loads, cap, search)
-        if j < 0:
-            active[d] = False
-            _tree_set(donors, size, d, np.inf)
-            continue
-        removed[j] = True
-        out[j] = t
-        loads[d] -= w[j]
-        loads[t] += w[j]
-        for p in (d, t):
-            _tree_set(recv, size, p, loads[p] - thr[p])
-            _tree_set(donors, size, p, -loads[p] * inv[p] if active[p] else np.inf)
-            _tree_set(mina, size, pos[p], loads[p] * inv[p])
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# Strategies
-
-
-def _capacity(db: LBDatabase) -> np.ndarray:
-    return np.maximum(db.capacity(), _MIN_CAPACITY)
-
-
-def _fixed_load(db: LBDatabase) -> np.ndarray:
-    """Load of the non-migratable objects on each PE."""
-    assert db.migratable is not None
-    fixed = ~db.migratable
-    # astype: bincount of nothing gives integers, even with float weights
-    return np.bincount(db.pe[fixed], weights=db.load[fixed], minlength=db.npes).astype(float)
-
-
-def _heaviest_first(db: LBDatabase) -> np.ndarray:
-    """Indices of the migratable objects, heaviest first (ties by index)."""
-    assert db.migratable is not None
-    movable = np.flatnonzero(db.migratable)
-    return movable[np.argsort(-db.load[movable], kind="stable")]
-
-
-def _max_scaled(db: LBDatabase, placement: np.ndarray, cap: np.ndarray) -> float:
-    return float((db.pe_loads(placement) / cap).max()) if db.npes else 0.0
-
-
-def _lpt(db: LBDatabase, cap: np.ndarray, order: np.ndarray, keep: float) -> np.ndarray:
-    """Run :func:`_assign` on the objects ``order`` and return the full placement."""
-    placement = db.pe.copy()
-    if order.size:
-        perm = np.argsort(cap, kind="stable").astype(np.int64)
-        placement[order] = _assign(db.load[order], db.pe[order], _fixed_load(db), 1.0 / cap,
-                                   perm, keep)
-    return placement
-
-
-def greedy(db: LBDatabase) -> np.ndarray:
-    """GreedyLB (seed 002, Section III-A): every migratable object, heaviest first, goes to
-    the PE where it would finish first, ``argmin (load on p + object) / capacity[p]`` (LPT on
-    uniform machines; capacities as in seed 002 Fig. 16-17).
-
-    Guarantees: the current placement is ignored (almost every object moves). The maximum
-    scaled load is at most ``max(fixed, avg + w_max)``, ``fixed`` the highest scaled load of
-    the non-migratable objects alone on their PE and ``w_max`` the largest migratable object
-    (the PE an object picks is no worse than the capacity-weighted mean of all PEs). With
-    every object migratable it is within ``4/3 - 1/(3 npes)`` of the optimum on identical
-    PEs (Graham 1969) and within ``2 npes / (npes + 1)`` with capacities (Gonzalez, Ibarra
-    and Sahni 1977).
-
-    Cost: a sort, then one O(log npes) search per object when PEs are identical (more when
-    capacities all differ); 10^6 objects on 16,384 PEs take 0.3-1.5 s on a 2-core machine.
-    """
-    cap = _capacity(db)
-    return _lpt(db, cap, _heaviest_first(db), -1.0)
-
-
-def greedy_refine(db: LBDatabase, tolerance: float = 1.0) -> np.ndarray:
-    """GreedyRefineLB (Charm++'s strategy of that name; seed 002, Section III-A): greedy's
-    quality with few migrations.
-
-    First runs :func:`greedy` to learn the maximum scaled load ``M`` it reaches; the bound is
-    ``tolerance * M``. Then assigns the migratable objects again, heaviest first: an object
-    stays on its PE when that PE's scaled load with it stays under the bound, otherwise it
-    goes to the PE where it finishes first (as in greedy). Capacities as in seed 002 Fig.
-    16-17.
-
-    Guarantee: the maximum scaled load is ``<= tolerance * M`` (with the default 1: never
-    worse than greedy). Objects that move can push a PE over the bound (small inputs mostly);
-    then the pass is repeated keeping objects only under 0.999, 0.99, 0.95 times the bound,
-    and if every pass overshoots, greedy's own placement is returned. (Charm++ instead runs
-    many such passes at once, one per PE, and picks the best; here they run in turn.)
-    Migrations are not bounded: an object moves when its PE is full up to the bound."""
-    if tolerance < 1.0:
-        raise UsageError(f"greedy_refine tolerance must be >= 1, not {tolerance}")
-    cap = _capacity(db)
-    order = _heaviest_first(db)
-    first = _lpt(db, cap, order, -1.0)
-    bound = tolerance * _max_scaled(db, first, cap)
-    for factor in _KEEP_FACTORS:
-        second = _lpt(db, cap, order, factor * bound)
-        if _max_scaled(db, second, cap) <= bound:
-            return second
-    return first
-
-
-def refine(db: LBDatabase, tolerance: float = 1.05) -> np.ndarray:
-    """RefineLB (seed 002, Section III-A): move objects only off overloaded PEs, few moves.
-
-    A PE is overloaded when its scaled load exceeds ``tolerance * avg`` (capacities as in
-    seed 002 Fig. 16-17; a PE of speed 0 is overloaded by any load, so refine evacuates it).
-    Repeatedly, from the most overloaded PE, one object moves to the PE with the most room
-    under that threshold (``tolerance * avg * capacity - load``): the smallest object that
-    alone brings the donor under the threshold and fits the receiver, else the largest that
-    fits; if none fits, the move (to that PE or to the one where the object finishes first)
-    that lowers ``max(donor, receiver)`` most. A donor that no move helps is left as it is.
-    Stops when no PE is over the threshold or no move helps.
-
-    Guarantees: only objects of PEs overloaded at the start move, each at most once; a PE
-    not overloaded at the start only receives, and stays under the threshold unless it
-    receives an object that still lowers the donor's load below its old value; so the
-    maximum scaled load never increases. Not guaranteed: reaching the threshold (one object
-    may weigh more, and single moves cannot empty a PE to make room, as greedy can), nor the
-    fewest migrations (the choice is greedy, one move at a time)."""
-    if tolerance < 1.0:
-        raise UsageError(f"refine tolerance must be >= 1, not {tolerance}")
-    assert db.migratable is not None
-    cap = _capacity(db)
-    placement = db.pe.copy()
-    movable = np.flatnonzero(db.migratable)
-    if movable.size == 0 or db.npes < 2:
-        return placement
-    order = movable[np.lexsort((db.load[movable], db.pe[movable]))]
-    start = np.searchsorted(db.pe[order], np.arange(db.npes + 1)).astype(np.int64)
-    avg = db.load.sum() / db.npes
-    perm = np.argsort(cap, kind="stable").astype(np.int64)
-    placement[order] = _refine(db.load[order], db.pe[order], start,
-                               db.pe_loads().astype(float), cap, perm, tolerance * avg)
-    return placement
-
-
-STRATEGIES: dict[str, Strategy] = {
+STRATEGIES: dict[str, Callable[..., np.ndarray]] = {
     "greedy": greedy,
     "refine": refine,
     "greedy_refine": greedy_refine,
+    "metis": metis,
+    "topo": topo,
+    "orb": orb,
+    "hierarchical": hierarchical,
+    "distributed": distributed,
 }
 
 
-def chain(names: str) -> Strategy:
-    """The strategies named in ``names`` (comma-separated, e.g. ``"greedy,refine"``) run in
+@dataclasses.dataclass(frozen=True)
+class LBOptions:
+    """What some strategies need beyond the database; :func:`chain` passes each field to
+    the strategies that take a keyword of that name.
+
+    ``machine``: the torus and the node of every PE (``topo`` needs it; ``hierarchical``
+    groups the PEs of a node when it is given); ``group``: PEs per group of
+    ``hierarchical`` without a machine; ``seed``: the random choices of ``distributed``."""
+
+    machine: Machine | None = None
+    group: int = 64
+    seed: int = 0
+
+
+def bind(name: str, options: LBOptions | None = None) -> Strategy:
+    """Strategy ``name`` with the fields of ``options`` it takes. Raises
+    :class:`UsageError` for an unknown name or a strategy whose required option is
+    missing (``topo`` without a machine)."""
+    if name not in STRATEGIES:
+        known = ", ".join(STRATEGIES)
+        raise UsageError(f"unknown load-balancing strategy {name!r}; known strategies: "
+                         f"{known}")
+    options = options or LBOptions()
+    fn = STRATEGIES[name]
+    kwargs: dict[str, Any] = {}
+    for param in inspect.signature(fn).parameters.values():
+        if not hasattr(options, param.name):
+            continue
+        value = getattr(options, param.name)
+        if value is None and param.default is inspect.Parameter.empty:
+            raise UsageError(f"strategy {name!r} needs the {param.name}: "
+                             f"{_HOW[param.name]}")
+        if value is not None:
+            kwargs[param.name] = value
+    return functools.partial(fn, **kwargs) if kwargs else fn
+
+
+_HOW = {"machine": "give the torus and the PEs per node (shoal lb simulate --torus 4x4x4 "
+                   "--cores K, or --machine-file)"}
+
+
+def chain(names: str, options: LBOptions | None = None) -> Strategy:
+    """The strategies named in ``names`` (comma-separated, e.g. ``"metis,refine"``) run in
     order, each from the placement the previous one produced (a copy of the database with
-    ``pe`` replaced). Raises :class:`UsageError` on an unknown or missing name."""
+    ``pe`` replaced). Raises :class:`UsageError` on an unknown or missing name or a
+    missing option (:func:`bind`)."""
     parts = [part.strip() for part in names.split(",")]
     unknown = [part for part in parts if part not in STRATEGIES]
     if unknown:
         known = ", ".join(sorted(STRATEGIES))
         raise UsageError(f"unknown load-balancing strategy {', '.join(map(repr, unknown))} "
                          f"in {names!r}; known strategies: {known}")
-    steps = [STRATEGIES[part] for part in parts]
+    steps = [bind(part, options) for part in parts]
+    if len(steps) == 1:
+        return steps[0]
 
     def run(db: LBDatabase) -> np.ndarray:
         placement = db.pe

@@ -15,7 +15,8 @@ Graphs (every edge carries one message of ``edge_bytes``; one edge per ordered p
 - ``none``: no communication;
 - ``stencil2d``/``stencil3d``: the objects in row-major order on a near-square (near-cube)
   grid (:func:`grid_shape`; the last row or plane may be partial), each sending to its 4 (6)
-  face neighbours, no wrap-around;
+  face neighbours, no wrap-around; the objects' grid positions are their ``coords`` (for
+  ``orb``);
 - ``random``: each object sends to ``degree`` (4) distinct other objects drawn uniformly.
 
 Placements: ``block`` (object ``i`` on PE ``i * pes // objects``, contiguous blocks whose
@@ -165,7 +166,11 @@ def synthesize(objects: int, pes: int, load: str = "lognormal", graph: str = "no
     src, dst = _edges(graph, objects, degree, rng)
     per_pe = np.bincount(pe, weights=loads, minlength=pes)
     wall = np.full(pes, per_pe.max())
+    coords = None
+    if graph in ("stencil2d", "stencil3d"):
+        shape = grid_shape(objects, 2 if graph == "stencil2d" else 3)
+        coords = np.stack(np.unravel_index(np.arange(objects), shape), axis=1).astype(float)
     return LBDatabase(loads, pe, pes, size=np.full(objects, size, np.int64), wall=wall,
                       idle=wall - per_pe, src=src, dst=dst,
                       messages=np.ones(src.size, np.int64),
-                      bytes=np.full(src.size, edge_bytes, np.int64))
+                      bytes=np.full(src.size, edge_bytes, np.int64), coords=coords)

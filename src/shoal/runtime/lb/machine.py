@@ -1,0 +1,80 @@
+"""Where the PEs are: a torus (:class:`shoal.topology.torus.Torus`, seed 004 Section 2.2) and
+the node of every PE, for the topology-aware balancer and for hop-bytes (seed 004, Section 3:
+bytes times hops, summed over messages)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from shoal.errors import UsageError
+from shoal.runtime.lb.database import LBDatabase
+from shoal.topology.torus import Torus
+
+
+@dataclass(frozen=True, eq=False)
+class Machine:
+    """``node[p]``: the torus node of PE ``p`` (several PEs may share a node; nodes may be
+    empty)."""
+
+    torus: Torus
+    node: np.ndarray
+
+    def __post_init__(self) -> None:
+        node = np.asarray(self.node, np.int64)
+        if node.ndim != 1 or node.size == 0:
+            raise UsageError("the PE-to-node map needs one node per PE")
+        if node.min() < 0 or node.max() >= self.torus.nodes:
+            raise UsageError(f"a PE is mapped to a node outside the torus "
+                             f"({self.torus.nodes} nodes)")
+        object.__setattr__(self, "node", node)
+
+    @property
+    def npes(self) -> int:
+        return int(self.node.size)
+
+    @classmethod
+    def block(cls, torus: Torus, npes: int) -> Machine:
+        """PE ``p`` on node ``p // torus.cores`` (the launch order of mpiexec); the torus
+        must hold the PEs."""
+        if npes > torus.processes:
+            raise UsageError(f"{npes} PEs do not fit a torus of {torus.nodes} nodes x "
+                             f"{torus.cores} cores = {torus.processes}: give a larger torus "
+                             f"or more cores per node")
+        return cls(torus, np.arange(npes, dtype=np.int64) // torus.cores)
+
+    @classmethod
+    def from_file(cls, path: str | Path, torus: Torus) -> Machine:
+        """The PE-to-node map of a mapping CSV (``rank,node,x,y,z,core``, as ``shoal map
+        --format csv`` writes it; PE = rank)."""
+        from shoal.mapping.mapfiles import read_csv
+
+        try:
+            node, _core = read_csv(path, torus)
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read the machine file "
+                             f"({exc.strerror or exc})") from None
+        except ValueError:
+            raise UsageError(f"{path}: not a mapping CSV (rank,node,coordinates,core per "
+                             f"line)") from None
+        return cls(torus, node)
+
+    def check(self, db: LBDatabase) -> None:
+        """Refuse a machine whose PE count is not the database's."""
+        if self.npes != db.npes:
+            raise UsageError(f"the machine maps {self.npes} PEs but the database has "
+                             f"{db.npes}: give a torus, cores or machine file for {db.npes}")
+
+    def hop_bytes(self, db: LBDatabase, placement: np.ndarray | None = None) -> float:
+        """Sum over the database's edges of bytes x hops between the nodes of the two
+        objects' PEs under ``placement`` (default: the current one)."""
+        self.check(db)
+        where = db.pe if placement is None else placement
+        if db.src.size == 0:
+            return 0.0
+        a, b = self.node[where[db.src]], self.node[where[db.dst]]
+        far = a != b
+        hops = self.torus.distance(a[far], b[far])
+        return float(np.dot(hops.astype(float), db.bytes[far].astype(float)))
