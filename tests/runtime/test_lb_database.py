@@ -364,13 +364,18 @@ def test_synth_refuses_impossible_parameters(kwargs, message):
         synthesize(**args)
 
 
-def test_capacity_is_the_share_of_the_core_while_busy_not_of_the_wall_time():
-    """Two PEs busy half the time: PE 1 lost half its busy time to another process. Its
-    capacity is half PE 0's (of the whole wall time, only a quarter was lost: that would
-    say 0.75 and hand it too much work)."""
+def test_capacity_is_the_share_of_the_core_while_the_pe_wanted_it():
+    """Two PEs that sleep half the time: PE 1 lost half its waking time to another
+    process. Its capacity is half PE 0's (of the whole wall time, only a quarter was lost:
+    that would say 0.75 and hand it too much work). Without ``slept`` (older files), the
+    share is of the wall time."""
     db = LBDatabase(np.ones(4), np.array([0, 0, 1, 1]), 2, wall=np.array([10.0, 10.0]),
-                    idle=np.array([5.0, 5.0]), background=np.array([0.0, 2.5]))
+                    idle=np.array([6.0, 6.0]), slept=np.array([5.0, 5.0]),
+                    background=np.array([0.0, 2.5]))
     cap = db.capacity()
     assert cap[1] / cap[0] == pytest.approx(0.5) and cap.sum() == pytest.approx(2.0)
-    assert core_share(10.0, 10.0, 0.0) == 1.0  # no busy time: nothing says it is slow
+    db.slept = None
+    db.__post_init__()
+    assert db.capacity()[1] / db.capacity()[0] == pytest.approx(0.75)
+    assert core_share(10.0, 10.0, 0.0) == 1.0  # asleep throughout: nothing says it is slow
     assert core_share(10.0, 0.0, 100.0) == pytest.approx(0.05)  # never below 5%

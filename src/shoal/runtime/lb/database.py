@@ -7,11 +7,14 @@ per PE, so strategies are pure functions of it (:mod:`shoal.runtime.lb.strategie
 no MPI inside: they run the same in the runtime, offline on a dumped database, and in tests.
 
 Objects are numbered ``0..n-1``; ``pe[i]`` is where object ``i`` is now. A PE's capacity is
-``speed * share``, where ``share = 1 - background / (wall - idle)`` is the part of the core
-the PE had while it had work (:func:`core_share`): a core shared with another process
-(background time, seed 002 Fig. 16) or running slower (Fig. 17: a node at 0.7x frequency)
-gets less work. (Of the whole wall time, the background fraction would make a PE that waits
-at sync points look faster than it is: its idle time hides the share it lacked when busy.)
+``speed * share``, where ``share = 1 - background / (wall - slept)`` is the part of the core
+the PE had while it wanted it, busy or polling (:func:`core_share`): a core shared with
+another process (background time, seed 002 Fig. 16) or running slower (Fig. 17: a node at
+0.7x frequency) gets less work. (Of the whole wall time, the background fraction would make
+a PE that sleeps at sync points look faster than it is: while it sleeps the other process
+has the core without taking anything from it. Of the busy time alone, a mostly idle PE
+would look slow: the little background its polling met would count against a few
+milliseconds of work.)
 
 Files (:meth:`LBDatabase.save`, :meth:`LBDatabase.read`): one ``.npz`` archive per database,
 read with ``numpy.load(path, allow_pickle=False)``; every field is a plain array (no pickle),
@@ -30,6 +33,7 @@ field          dtype, shape    meaning
 ``size``       int64, (n,)     bytes of the object's packed state, >= 0
 ``wall``       float64, (npes) seconds since the last step, per PE
 ``idle``       float64, (npes) idle seconds, per PE
+``slept``      float64, (npes) optional: of the idle seconds, those asleep (0 if absent)
 ``background`` float64, (npes) seconds taken by other work on the core, per PE
 ``speed``      float64, (npes) relative speed (1.0 nominal), >= 0
 ``src``        int64, (m,)     sending object of each edge, in ``[0, n)``
@@ -92,6 +96,7 @@ class LBDatabase:
     size: np.ndarray | None = None
     wall: np.ndarray | None = None
     idle: np.ndarray | None = None
+    slept: np.ndarray | None = None
     background: np.ndarray | None = None
     speed: np.ndarray | None = None
     src: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -118,6 +123,8 @@ class LBDatabase:
         zeros = np.zeros(self.npes)
         self.wall = zeros.copy() if self.wall is None else np.asarray(self.wall, np.float64)
         self.idle = zeros.copy() if self.idle is None else np.asarray(self.idle, np.float64)
+        self.slept = (zeros.copy() if self.slept is None
+                      else np.asarray(self.slept, np.float64))
         self.background = (zeros.copy() if self.background is None
                            else np.asarray(self.background, np.float64))
         self.speed = (np.ones(self.npes) if self.speed is None
@@ -136,11 +143,11 @@ class LBDatabase:
         return len(self.load)
 
     def capacity(self) -> np.ndarray:
-        """Relative capacity of each PE, ``speed * core_share(wall, idle, background)``,
+        """Relative capacity of each PE, ``speed * core_share(wall, slept, background)``,
         normalised to sum to ``npes`` (all ones on identical, unshared PEs)."""
         assert self.wall is not None and self.background is not None and self.speed is not None
-        assert self.idle is not None
-        cap = self.speed * core_share(self.wall, self.idle, self.background)
+        assert self.slept is not None
+        cap = self.speed * core_share(self.wall, self.slept, self.background)
         total = cap.sum()
         return cap * (self.npes / total) if total > 0 else np.ones(self.npes)
 
@@ -175,7 +182,7 @@ class LBDatabase:
         measured time, speed 1)."""
         if npes < 1:
             raise UsageError(f"cannot re-target a database to {npes} PEs: need at least 1")
-        assert self.wall is not None and self.idle is not None
+        assert self.wall is not None and self.idle is not None and self.slept is not None
         assert self.background is not None and self.speed is not None
         keep = min(npes, self.npes)
 
@@ -187,6 +194,7 @@ class LBDatabase:
         return LBDatabase(self.load, self.pe * npes // self.npes, npes,
                           migratable=self.migratable, size=self.size,
                           wall=resized(self.wall, 0.0), idle=resized(self.idle, 0.0),
+                          slept=resized(self.slept, 0.0),
                           background=resized(self.background, 0.0),
                           speed=resized(self.speed, 1.0), src=self.src, dst=self.dst,
                           messages=self.messages, bytes=self.bytes, keys=self.keys,
@@ -246,7 +254,7 @@ class LBDatabase:
             "npes": np.array(self.npes, np.int64), "load": self.load, "pe": self.pe,
             "migratable": np.asarray(self.migratable, bool),
             "size": np.asarray(self.size, np.int64)}
-        for name in ("wall", "idle", "background", "speed"):
+        for name in ("wall", "idle", "slept", "background", "speed"):
             out[name] = np.asarray(getattr(self, name), np.float64)
         for name in ("src", "dst", "messages", "bytes"):
             out[name] = np.asarray(getattr(self, name), np.int64)
@@ -374,7 +382,9 @@ def _read_objects(r: _Reader, n: int, npes: int) -> dict[str, np.ndarray]:
 
 def _read_pes(r: _Reader, npes: int) -> dict[str, np.ndarray]:
     out = {}
-    for name in ("wall", "idle", "background", "speed"):
+    for name in ("wall", "idle", "slept", "background", "speed"):
+        if name == "slept" and name not in r.arrays:
+            continue  # optional: 0
         a = r.array(name, "fiu", "PE", npes)
         r.within(name, a, 0 if name == "speed" else -np.inf, None, "PE")
         out[name] = a.astype(np.float64)
@@ -405,12 +415,12 @@ def _read_keys(r: _Reader, n: int) -> list[Any] | None:
             for c, d, row in zip(cid.tolist(), ndims.tolist(), rows, strict=True)]
 
 
-def core_share(wall: Any, idle: Any, background: Any) -> Any:
-    """Of the time a PE had work (``wall - idle``), the share it had its core:
-    ``1 - background / (wall - idle)``, within ``[0.05, 1]``; 1 without busy time. Arrays
-    or floats."""
-    busy = np.asarray(wall, np.float64) - np.asarray(idle, np.float64)
+def core_share(wall: Any, slept: Any, background: Any) -> Any:
+    """Of the time a PE wanted its core (``wall - slept``: working or polling), the share
+    it had: ``1 - background / (wall - slept)``, within ``[0.05, 1]``; 1 when it slept
+    throughout. Arrays or floats."""
+    wanted = np.asarray(wall, np.float64) - np.asarray(slept, np.float64)
     bg = np.asarray(background, np.float64)
-    share = 1.0 - np.clip(np.divide(bg, busy, out=np.zeros_like(busy), where=busy > 0),
+    share = 1.0 - np.clip(np.divide(bg, wanted, out=np.zeros_like(wanted), where=wanted > 0),
                           0.0, 0.95)
     return share if share.ndim else float(share)

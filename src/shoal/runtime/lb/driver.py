@@ -281,7 +281,7 @@ class Balancer:
         # Wall seconds in entry methods include the time another process held the core;
         # scaled by this PE's share of the core they are CPU-like seconds, so that the
         # strategy's capacity (the same share) does not count it twice.
-        share = 1.0 if rt.cpu_stats else core_share(wall, idle, background)
+        share = 1.0 if rt.cpu_stats else core_share(wall, slept, background)
         for coll in rt.colls.values():
             can = coll.kind == "array" and (coll.at_sync or not sync)
             for slot in coll.local.values():
@@ -298,7 +298,8 @@ class Balancer:
                         v[2], v[3] = v[0], v[1]
         self._mark_pe()
         return {"pe": rt.pe, "keys": keys, "load": load, "size": size, "migratable": movable,
-                "pos": pos, "wall": wall, "idle": idle, "background": background, "edges": edges}
+                "pos": pos, "wall": wall, "idle": idle, "slept": slept, "background": background,
+                "edges": edges}
 
     def on_stats(self, env: tuple) -> None:
         """At the root: one PE's part; with all of them, decide and send the moves."""
@@ -459,15 +460,12 @@ def _database(parts: list[dict[str, Any]], npes: int) -> LBDatabase:
                 dst.append(j)
                 msgs.append(m)
                 nbytes.append(b)
-    wall = np.zeros(npes)
-    idle = np.zeros(npes)
-    background = np.zeros(npes)
+    per_pe = {name: np.zeros(npes) for name in ("wall", "idle", "slept", "background")}
     for part in parts:
-        wall[part["pe"]] = part["wall"]
-        idle[part["pe"]] = part["idle"]
-        background[part["pe"]] = part["background"]
+        for name, values in per_pe.items():
+            values[part["pe"]] = part[name]
     return LBDatabase(np.array(load), np.array(pe, np.int64), npes,
                       migratable=np.array(movable, bool), size=np.array(size, np.int64),
-                      wall=wall, idle=idle, background=background, src=np.array(src),
+                      **per_pe, src=np.array(src),
                       dst=np.array(dst), messages=np.array(msgs), bytes=np.array(nbytes),
                       keys=keys, coords=_coords(pos))
