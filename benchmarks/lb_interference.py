@@ -1,0 +1,141 @@
+"""Interference from another process (seed 002, Fig. 16: a VM sharing a core in a cloud):
+2 PEs pinned one per core, a balanced iterative job (blocks of numpy work, an AtSync point
+every iteration); once iteration ``--onset`` has ended a CPU-burning process starts on
+core 1. With ``--lb auto`` the runtime sees PE 1's iterations grow, balances, and gives PE 1
+work in proportion to the share of its core it still has; ``--lb none`` resumes every sync
+point at once (the same synchronisation, no balancing). Printed: time per iteration before
+the interference and after it (from ``--settle`` iterations past the onset), medians
+(min-max) over ``--runs`` interleaved runs, and the ratio none / auto after the onset.
+Target (issue: load balancing): at least 1.3x.
+
+Usage: python benchmarks/lb_interference.py [--runs 3] [--iters 150] [--onset 50]
+"""
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import shoal
+from shoal.launch import mpiexec
+
+BLOCKS, SIDE, SWEEPS = 32, 192, 4  # 32 blocks of about 0.5 ms of numpy each per iteration
+
+
+class Block(shoal.Chare):
+    def __init__(self, iters, clock):
+        self.iters, self.clock = iters, clock
+        self.u = np.random.default_rng(self.thisIndex[0]).random((SIDE, SIDE))
+        self.it = 0
+
+    def iterate(self):
+        u = self.u
+        for _ in range(SWEEPS):
+            u[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2]
+                                    + u[1:-1, 2:])
+        self.it += 1
+        self.contribute(0, shoal.Reducer.sum, self.clock[0].tick)
+        if self.it < self.iters:
+            self.at_sync()
+
+    def resume_from_sync(self):
+        self.iterate()
+
+class Clock(shoal.Chare):
+    """On PE 0 (one element, block map): when each iteration ended; starts and stops
+    the burner."""
+
+    def __init__(self, iters, onset, done):
+        self.iters, self.onset, self.done = iters, onset, done
+        self.ends, self.burner = [time.perf_counter()], None
+
+    def tick(self, _):
+        self.ends.append(time.perf_counter())
+        k = len(self.ends) - 1
+        if k == self.onset:
+            self.burner = subprocess.Popen([sys.executable, __file__, "--burn"])
+        if k == self.iters:
+            if self.burner is not None:
+                self.burner.send_signal(signal.SIGKILL)
+                self.burner.wait()
+            self.done.send(np.diff(self.ends).tolist())
+
+
+def job(iters: int, onset: int) -> None:
+    """Under MPI: pin this PE to its core, run, and print PE 0's iteration times."""
+    from mpi4py import MPI
+
+    async def main():
+        done = shoal.future()
+        clock = shoal.Array(Clock, 1, args=(iters, onset, done))
+        arr = shoal.Array(Block, BLOCKS, args=(iters, clock), at_sync=True)
+        arr.iterate()
+        times = await done
+        print("TIMES", " ".join(f"{t:.6f}" for t in times), flush=True)
+
+    os.sched_setaffinity(0, {MPI.COMM_WORLD.Get_rank() % (os.cpu_count() or 1)})
+    shoal.start(main)
+
+
+def burn() -> None:
+    """Burn core 1 until killed."""
+    os.sched_setaffinity(0, {1})
+    while True:
+        pass
+
+
+def run(args: argparse.Namespace, lb: str) -> tuple[float, float]:
+    """One job: median seconds per iteration before the onset and after it has settled."""
+    cmd = [*mpiexec(), "-n", "2", sys.executable, __file__, "--job", "--iters",
+           str(args.iters), "--onset", str(args.onset)]
+    env = dict(os.environ, SHOAL_LB=lb)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env,
+                         check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith("TIMES"))
+    times = np.array([float(v) for v in line.split()[1:]])
+    before = times[5:args.onset]
+    after = times[args.onset + args.settle:]
+    return float(np.median(before)), float(np.median(after))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=150)
+    ap.add_argument("--onset", type=int, default=50)
+    ap.add_argument("--settle", type=int, default=20, help="iterations after the onset "
+                    "left out of the 'after' figure (the balancer reacting)")
+    ap.add_argument("--job", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--burn", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.burn:
+        burn()
+    if args.job:
+        job(args.iters, args.onset)
+        return
+    if (os.cpu_count() or 1) < 2:
+        raise SystemExit("needs 2 cores: one PE on each, the burner on core 1")
+    res: dict[str, list[tuple[float, float]]] = {"none": [], "auto": []}
+    for _ in range(args.runs):
+        for lb in res:
+            res[lb].append(run(args, lb))
+    print(f"interference on core 1 after iteration {args.onset} of {args.iters}, 2 PEs "
+          f"pinned, {BLOCKS} blocks, medians of {args.runs} (min-max), ms per iteration")
+    after = {}
+    for lb, rows in res.items():
+        b = [1e3 * r[0] for r in rows]
+        a = [1e3 * r[1] for r in rows]
+        after[lb] = statistics.median(a)
+        print(f"  lb={lb:5} before {statistics.median(b):7.2f} ({min(b):.2f}-{max(b):.2f})"
+              f"   after {after[lb]:7.2f} ({min(a):.2f}-{max(a):.2f})")
+    print(f"  after the onset, none / auto: {after['none'] / after['auto']:.2f}x "
+          "(target >= 1.3)")
+
+
+if __name__ == "__main__":
+    main()
