@@ -32,6 +32,13 @@ def test_periodic_steps_move_elements_between_entry_methods_and_lose_no_message(
     assert steps >= 1 and moved >= 1
 
 
+@pytest.mark.parametrize("ranks,shm", [(3, None), (2, 0)], ids=["3-ranks", "2-ranks-mpi-only"])
+def test_periodic_steps_while_broadcasts_and_reductions_span_them(ranks, shm):
+    steps, moved = run_ok("lb", ranks, "periodic_collectives", shm=shm,
+                          options=("--lb-period", "0.03", *CPU))["periodic_collectives"]
+    assert steps >= 1 and moved >= 1
+
+
 def test_lb_dump_writes_each_steps_database_with_every_element(tmp_path):
     run_ok("lb", 2, "atsync", options=("--lb-dump", str(tmp_path / "steps"), *CPU))
     files = sorted((tmp_path / "steps").iterdir())

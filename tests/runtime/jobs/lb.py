@@ -118,6 +118,44 @@ async def periodic():
     return len(history), sum(1 for r in rows if r[1] > 1)
 
 
+class Listener(shoal.Chare):
+    """Receives broadcasts and contributes to a reduction per round while periodic steps
+    move it; heavy ones keep the balancer busy."""
+
+    def __init__(self):
+        self.rounds = []
+        self.pes = set()
+
+    def round(self, k, fut):
+        self.rounds.append(k)
+        self.pes.add(shoal.my_pe())
+        spin(LIGHT_S * (3 if self.thisIndex[0] < HEAVY else 1))
+        self.contribute(k, Reducer.sum, fut)
+
+    def report(self):
+        return self.rounds, len(self.pes)
+
+
+async def periodic_collectives():
+    """Periodic steps while broadcasts and reductions are in flight: 40 rounds, each a
+    broadcast that every element runs once, in order, and a sum over every element; the
+    next round is broadcast before the previous one's reduction completes."""
+    arr = shoal.Array(Listener, N)
+    rounds = 40
+    futs = [shoal.future() for _ in range(rounds)]
+    for k in range(rounds):
+        arr.round(k, futs[k])
+        if k >= 2:
+            assert await futs[k - 2] == N * (k - 2), k
+    for k in range(rounds - 2, rounds):
+        assert await futs[k] == N * k, k
+    reports = await arr.report(ret=True)
+    assert all(r[0] == list(range(rounds)) for r in reports), reports  # once each, in order
+    history = shoal.lb_history()
+    assert history and sum(h["migrations"] for h in history) > 0, history
+    return len(history), sum(1 for r in reports if r[1] > 1)
+
+
 AUTO_N, AUTO_WORK_S, AUTO_ONSET = 24, 0.0015, 20  # 24: divides among 2, 3, 4 PEs
 
 
@@ -182,5 +220,5 @@ async def auto_imbalance():
 
 
 if __name__ == "__main__":
-    main({"atsync": atsync, "periodic": periodic, "auto_balanced": auto_balanced,
-          "auto_imbalance": auto_imbalance})
+    main({"atsync": atsync, "periodic": periodic, "periodic_collectives": periodic_collectives,
+          "auto_balanced": auto_balanced, "auto_imbalance": auto_imbalance})
