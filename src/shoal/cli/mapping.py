@@ -7,6 +7,7 @@ import click
 from shoal import units
 from shoal.cli.render import console, table
 from shoal.errors import UsageError
+from shoal.files import check_outputs
 
 
 @click.command("map")
@@ -42,10 +43,14 @@ def map_cmd(shape, cores, mesh, pattern, mappings, routing, dor_order, half, met
     from shoal.mapping.select import rank
     from shoal.topology.torus import Torus
 
+    check_outputs({"--out": out})
     torus = Torus.parse(shape, cores, mesh)
     pat = parse(pattern)
     order = None
     if dor_order:
+        if routing != "dor":
+            raise UsageError(f"--dor-order orders dimension-ordered routing, not {routing} "
+                             f"routing: add --routing dor, or drop --dor-order")
         names = letters(torus)
         if sorted(dor_order.upper()) != sorted(names):
             raise UsageError(f"--dor-order uses each of {names} once")
@@ -82,7 +87,7 @@ def show(shape, cores, mesh) -> None:
     t = Torus.parse(shape, cores, mesh)
     rows = [["dimensions", shape + (" (mesh)" if mesh else " (torus)")],
             ["nodes", t.nodes], ["cores per node", cores], ["processes", t.processes],
-            ["directed links", int(t.link_exists().sum())],
+            ["directed links", t.directed_links()],
             ["diameter (hops)", t.diameter()], ["mean distance (hops)", t.mean_distance()],
             ["bisection links", t.bisection_links()]]
     bgp = [f"{k} nodes" for k, v in BGP_PARTITIONS.items() if v == t.dims]

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 import shoal
+from shoal.files import atomic, write_text
 
 console = Console(highlight=False)
 if not console.is_terminal:  # pipes and CI logs: do not squeeze tables into 80 columns
@@ -45,11 +46,23 @@ def write_csv(path: str, rows: list[dict], meta: dict) -> None:
     if not rows:
         return
     p = Path(path)
-    with p.open("w", newline="") as f:
+    with atomic(p) as tmp, tmp.open("w", newline="") as f:
         names = list(dict.fromkeys(k for row in rows for k in row))  # every column, in order
         writer = csv.DictWriter(f, fieldnames=names, restval="")
         writer.writeheader()
         writer.writerows(rows)
     side = {"shoal": shoal.__version__, "command": sys.argv,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(), **meta}
-    p.with_name(p.name + ".json").write_text(json.dumps(side, indent=2, default=str) + "\n")
+    write_text(sidecar(p), json.dumps(side, indent=2, default=str) + "\n")
+
+
+def sidecar(path: str | Path) -> Path:
+    """The JSON sidecar of metadata written beside a CSV file."""
+    p = Path(path)
+    return p.with_name(p.name + ".json")
+
+
+def csv_outputs(path: str | None) -> list[Path] | None:
+    """The files ``--csv PATH`` writes (the CSV and its sidecar), for
+    :func:`shoal.files.check_outputs`."""
+    return None if path is None else [Path(path), sidecar(path)]

@@ -45,7 +45,7 @@ def evaluate(torus: Torus, node_of_rank: np.ndarray, src, dst, nbytes,
     n_links = int(exists.sum())
     return {
         "max": float(load.max()),
-        "mean": float(load.sum() / n_links),
+        "mean": float(load.sum() / n_links) if n_links else 0.0,
         "mean_used": float(load[used].mean()) if used.any() else 0.0,
         "bidir_max": float(bidir.max()),
         "bidir_mean_used": float(bidir[bidir > 0].mean()) if (bidir > 0).any() else 0.0,

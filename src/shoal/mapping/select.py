@@ -6,9 +6,12 @@ from __future__ import annotations
 from shoal.errors import UsageError
 from shoal.mapping.mappings import check_fits, orderings, placement, tiled_candidates
 from shoal.mapping.metrics import evaluate
-from shoal.mapping.patterns import Pattern
+from shoal.mapping.patterns import BYTES_PER_MESSAGE, Pattern
+from shoal.memory import require
 from shoal.topology.torus import Torus
 
+BYTES_PER_LINK = 128
+"""Memory per directed link while a mapping is judged: loads, streams and their spectra."""
 METRICS = ("max", "mean", "mean_used", "bidir_max", "bidir_mean_used", "streams_max",
            "streams_mean_used", "hop_bytes", "dilation", "per_process")
 
@@ -23,6 +26,8 @@ def rank(torus: Torus, pattern: Pattern, mappings: list[str] | None = None,
     if metric not in METRICS:
         raise UsageError(f"metric must be one of {', '.join(METRICS)}")
     check_fits(torus, pattern.nprocs)
+    require(torus.nlinks * BYTES_PER_LINK + len(pattern.src) * BYTES_PER_MESSAGE,
+            f"judging mappings on {torus.nodes:,} nodes", "choose a smaller torus")
 
     def judge(node):
         return evaluate(torus, node, pattern.src, pattern.dst, pattern.nbytes, routing, order,
