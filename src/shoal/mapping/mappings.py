@@ -13,9 +13,8 @@ import itertools
 import numpy as np
 
 from shoal.errors import UsageError
+from shoal.topology.routing import MAX_DIMS
 from shoal.topology.torus import Torus
-
-MAX_DIMS = 7  # the routing model's limit (shoal.topology.routing)
 
 
 def letters(torus: Torus) -> str:
