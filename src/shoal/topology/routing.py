@@ -99,7 +99,8 @@ class Router:
             raise UsageError(f"routes on more than {MAX_DIMS} dimensions are beyond this model")
         self.torus, self.routing, self.half = torus, routing, half
         self.order = _dimension_order(order, torus.ndims)
-        self._coords = torus.coords(np.arange(torus.nodes)).T.astype(np.int32)
+        self._coords = np.ascontiguousarray(torus.coords(np.arange(torus.nodes)).T,
+                                            dtype=np.int32)
         self._shape = torus.dims[::-1]  # fields are indexed [.., z, y, x]: node order in C
         self._axes = tuple(range(1, torus.ndims + 1))
         self._tables = [self._table(n, w) for n, w in zip(torus.dims, torus.wrap, strict=True)]
