@@ -17,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ SHM_DIR = Path("/dev/shm")
 SHM_GLOB = "mpich_shm_*"
 RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")
 """Set in every rank by the launchers shoal knows (MPICH's hydra, PMIx, Open MPI, srun)."""
+SHM_GRACE = 2.0  # seconds to wait for the exiting ranks of a dead job to release their files
 HOST_LISTS = ("HYDRA_HOST_FILE", "PBS_NODEFILE", "LSB_HOSTS")
 
 
@@ -117,11 +119,15 @@ def removing_shm_leftovers() -> Iterator[None]:
         yield
     finally:
         new = _shm_files() - before
-        if new:
+        deadline = time.monotonic() + SHM_GRACE
+        while new:  # the ranks of a dead job may take a moment to exit
             used = _in_use()
-            for path in new:
-                if str(path) not in used:
-                    path.unlink(missing_ok=True)
+            for path in new - {p for p in new if str(p) in used}:
+                path.unlink(missing_ok=True)
+            new = {p for p in new if str(p) in used}
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
 
 
 def run_shoal(nprocs: int, args: list[str], timeout: float | None) -> None:

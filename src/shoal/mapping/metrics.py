@@ -55,18 +55,18 @@ class Evaluator:
         nprocs = len(node_of_rank)
         per_proc = np.bincount(src, weights=hops, minlength=nprocs)
         partners = np.bincount(src, minlength=nprocs)
-        full = partners == partners.max()
+        full = partners == (partners.max() if len(partners) else 0)
         pos, neg = self._pairs
         bidir = load[pos] + load[neg]
         s_pair = streams[pos] + streams[neg]
         used = load > 0
         return {
-            "max": float(load.max()),
+            "max": float(load.max()) if len(load) else 0.0,
             "mean": float(load.sum() / self.n_links) if self.n_links else 0.0,
             "mean_used": float(load[used].mean()) if used.any() else 0.0,
             "bidir_max": float(bidir.max()) if len(bidir) else 0.0,
             "bidir_mean_used": float(bidir[bidir > 0].mean()) if (bidir > 0).any() else 0.0,
-            "streams_max": float(streams.max()),
+            "streams_max": float(streams.max()) if len(streams) else 0.0,
             "streams_mean_used": float(streams[streams > 0].mean()) if used.any() else 0.0,
             "streams_bidir_max": float(s_pair.max()) if len(s_pair) else 0.0,
             "hop_bytes": float(np.dot(hops, self.nbytes)),

@@ -142,6 +142,8 @@ class Router:
             at = self._coords[d][dst] - self._coords[d][src] + (size - 1)
             keys = keys * self._radix + code[at]
             total += hops[at]
+        if not total.any():
+            return np.zeros(t.nlinks), np.zeros(t.nlinks), total
         groups, gid = _group_ids(keys)
         fields = len(groups) * t.nodes
         at = gid * t.nodes + src
