@@ -3,6 +3,11 @@
 shoal runs under the installed ``mpiexec``: by default the one of the ``mpich`` wheel, found
 beside the Python interpreter; ``SHOAL_MPIEXEC`` names another launcher (``srun``, a site
 ``mpiexec``). mpi4py is imported only inside ranks, never by the launching process.
+
+MPICH keeps its shared-memory segments in ``/dev/shm/mpich_shm_*`` files that the ranks
+remove when they finish; a job that dies leaves them (a few MB each). The launcher removes
+the ones its job left: the files that appeared while the job ran and that no live process
+maps or holds open (:func:`removing_shm_leftovers`).
 """
 
 from __future__ import annotations
@@ -12,11 +17,20 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 import traceback
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from shoal.errors import UsageError
+from shoal.errors import ShoalError, UsageError
+
+SHM_DIR = Path("/dev/shm")
+SHM_GLOB = "mpich_shm_*"
+RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")
+"""Set in every rank by the launchers shoal knows (MPICH's hydra, PMIx, Open MPI, srun)."""
+SHM_GRACE = 2.0  # seconds to wait for the exiting ranks of a dead job to release their files
+HOST_LISTS = ("HYDRA_HOST_FILE", "PBS_NODEFILE", "LSB_HOSTS")
 
 
 def mpiexec() -> list[str]:
@@ -42,11 +56,78 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
     if nprocs < 1:
         raise UsageError(f"run at least 1 rank (got -n {nprocs})")
     cmd = [*mpiexec(), "-n", str(nprocs), sys.executable, *argv]
+    with removing_shm_leftovers():
+        try:
+            return subprocess.run(cmd, timeout=timeout, env=env, check=False)
+        except subprocess.TimeoutExpired:
+            raise UsageError(f"the MPI job did not finish within {timeout:.0f} s and was "
+                             f"killed: {shlex.join(cmd)}") from None
+
+
+def require_mpi(command: str) -> None:
+    """Refuse to run ``command`` as a rank outside an MPI launcher (before MPI starts, so
+    the user reads one line instead of each rank's abort)."""
+    if not any(v in os.environ for v in RANK_VARIABLES):
+        raise UsageError(f"{command} runs on MPI ranks: give -n N to launch them, or start "
+                         f"it under mpiexec or srun")
+
+
+def ranks_share_this_host() -> bool:
+    """Whether the ranks :func:`run_ranks` starts all run on this host: the default
+    launcher with no host list and no allocation of several nodes."""
+    if os.environ.get("SHOAL_MPIEXEC") or any(v in os.environ for v in HOST_LISTS):
+        return False
+    return int(os.environ.get("SLURM_JOB_NUM_NODES", "1") or 1) <= 1
+
+
+def _shm_files() -> set[Path]:
+    uid = os.getuid()
+    out = set()
+    for p in SHM_DIR.glob(SHM_GLOB):
+        try:
+            if p.stat().st_uid == uid:
+                out.add(p)
+        except OSError:  # removed meanwhile
+            continue
+    return out
+
+
+def _in_use() -> set[str]:
+    """Paths under /dev/shm that a live process maps or holds open."""
+    used = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for line in (proc / "maps").read_text().splitlines():
+                if str(SHM_DIR) in line:
+                    used.add(line.split(maxsplit=5)[-1].removesuffix(" (deleted)"))
+            for fd in (proc / "fd").iterdir():
+                used.add(os.readlink(fd))
+        except OSError:  # ended meanwhile, or another user's
+            continue
+    return used
+
+
+@contextmanager
+def removing_shm_leftovers() -> Iterator[None]:
+    """Around an MPI job: afterwards remove the MPICH shared-memory files of this user that
+    appeared while it ran and that no live process uses (what the job left when it died;
+    another job's segments are mapped by its ranks and stay)."""
+    before = _shm_files()
     try:
-        return subprocess.run(cmd, timeout=timeout, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"the MPI job did not finish within {timeout:.0f} s and was "
-                         f"killed: {shlex.join(cmd)}") from None
+        yield
+    finally:
+        new = _shm_files() - before
+        deadline = time.monotonic() + SHM_GRACE
+        while new:  # the ranks of a dead job may take a moment to exit
+            used = _in_use()
+            for path in new - {p for p in new if str(p) in used}:
+                path.unlink(missing_ok=True)
+            new = {p for p in new if str(p) in used}
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
 
 
 def run_shoal(nprocs: int, args: list[str], timeout: float | None) -> None:
@@ -60,14 +141,18 @@ def run_shoal(nprocs: int, args: list[str], timeout: float | None) -> None:
 
 @contextmanager
 def abort_on_error(comm):
-    """Inside a rank: an exception prints ``rank R: traceback`` on stderr and aborts every
-    rank of ``comm``'s job, so that no other rank waits forever."""
+    """Inside a rank: an exception prints ``rank R: traceback`` on stderr (a user's mistake,
+    :class:`ShoalError`: ``rank R: shoal: error: message``) and aborts every rank of
+    ``comm``'s job, so that no other rank waits forever."""
     try:
         yield
     except BaseException as exc:  # any failure must end the job
         if isinstance(exc, SystemExit) and not exc.code:
             raise
-        text = "".join(traceback.format_exception(exc))
+        if isinstance(exc, ShoalError):
+            text = f"shoal: error: {exc}\n"
+        else:
+            text = "".join(traceback.format_exception(exc))
         sys.stderr.write(f"rank {comm.Get_rank()}: {text}")
         sys.stderr.flush()
         comm.Abort(1)

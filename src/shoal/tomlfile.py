@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from shoal.errors import UsageError
+from shoal.files import read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -16,9 +17,8 @@ else:  # pragma: no cover - Python 3.10
 
 def read(path: str | Path, what: str) -> dict:
     """The contents of the TOML file ``path`` (``what`` names it in errors)."""
+    text = read_text(path, what)
     try:
-        return tomllib.loads(Path(path).read_text())
-    except OSError as exc:
-        raise UsageError(f"cannot read {what} {path}: {exc.strerror}") from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML: {exc}") from None

@@ -98,6 +98,7 @@ def test_any_spelling_of_n_stays_with_the_launcher(monkeypatch, form):
 
 
 def test_defaults_stay_defaults_on_the_ranks(monkeypatch):
+    monkeypatch.setenv("SHOAL_MPIEXEC", "mpiexec")  # a launcher that may span two nodes
     ranks = launched(monkeypatch, ["netmodel", "bench", "-n", "2"], "2")
     assert ranks == ["netmodel", "bench"]
 

@@ -10,7 +10,8 @@ import pytest
 from shoal import UsageError
 from shoal.netmodel.data import Measurements, read_csv, synthetic, write_csv
 from shoal.netmodel.models import Model
-from shoal.netmodel.profile import Profile
+from shoal.netmodel.profile import Profile, RegimeModels
+from shoal.netmodel.regimes import analyse
 
 BW = Model("maxrate4", {"alpha": 2.0e-5, "rn": 5.5e9, "rcb": 3.6e9, "rci": 6.1e8})
 
@@ -53,7 +54,8 @@ def test_bad_files_say_what_to_fix(tmp_path, text, hint):
 
 def test_profile_round_trip_keeps_infinity_and_regimes(tmp_path):
     short = Model("maxrate", {"alpha": 4e-6, "rc": 6e8, "rn": math.inf})
-    prof = Profile([("short", 0.0, 32.0, short), ("rendezvous", 32.0, math.inf, BW)],
+    prof = Profile([RegimeModels("short", 0.0, 32.0, {"maxrate": short}),
+                    RegimeModels("rendezvous", 32.0, math.inf, {"maxrate4": BW})],
                    {"source": "test"})
     prof.save(tmp_path / "p.toml")
     back = Profile.load(tmp_path / "p.toml")
@@ -74,14 +76,61 @@ def test_fit_save_predict_advise_end_to_end(tmp_path):
                 "--plot", str(tmp_path / "bw.png"), "--errors", str(tmp_path / "err.png"))
     assert out.returncode == 0, out.stderr
     assert "max-rate 3-p" in out.stdout and (tmp_path / "bw.png").stat().st_size > 10000
-    model = Profile.load(prof).model_for(1 << 20)
-    assert model.kind == "maxrate" and model.params["rn"] == pytest.approx(5.5e9, rel=0.05)
-    out = shoal("netmodel", "predict", "--profile", str(prof), "--bytes", "1MiB", "--k", "1,16")
+    model = Profile.load(prof).model_for(1 << 20, "maxrate")
+    assert model.params["rn"] == pytest.approx(5.5e9, rel=0.05)
+    out = shoal("netmodel", "predict", "--profile", str(prof), "--bytes", "1MiB", "--k", "1,16",
+                "--model", "maxrate")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.count("maxrate") == 2
-    out = shoal("netmodel", "advise", "--profile", str(prof), "--k", "1,8")
+    assert out.stdout.count("maxrate ") == 2
+    out = shoal("netmodel", "advise", "--profile", str(prof), "--k", "1,8", "--model",
+                "maxrate")
     assert out.returncode == 0, out.stderr
     assert "k* = R_N / R_C = 1.5" in out.stdout
+
+
+CRAY = Model("maxrate4", {"alpha": 1.5e-6, "rn": 6.0e9, "rcb": 3.0e9, "rci": 2.0e8})
+"""Cray-like: each added process adds much less than the first (R_Ci << R_Cb), so eq. 3's
+single R_C misfits and the 4-parameter model of eq. 4 is the better description."""
+
+
+def test_profile_keeps_every_model_and_uses_the_best(tmp_path):
+    m = synthetic(CRAY, np.arange(1, 17), 2.0 ** np.arange(12, 23), noise=0.02, seed=7)
+    data, prof = tmp_path / "cray.csv", tmp_path / "cray.toml"
+    write_csv(data, m)
+    out = shoal("netmodel", "fit", str(data), "--thresholds", "none", "--save", str(prof))
+    assert out.returncode == 0, out.stderr
+    [reg] = analyse(read_csv(data), [])  # the reference: the fits the command compared
+    saved = Profile.load(prof).regime_for(1 << 20)
+    assert set(saved.models) == {"maxrate4", "maxrate", "postal"}
+    for kind, variant in (("maxrate4", "maxrate4"), ("maxrate", "maxrate"),
+                          ("postal", "postal_all")):
+        assert saved.errors[kind] == pytest.approx(reg.error_sum[variant], rel=1e-9)
+        assert saved.models[kind].params == pytest.approx(reg.fits[variant].model.params)
+    assert saved.errors["maxrate4"] * 4 < saved.errors["maxrate"]  # the data's verdict
+    assert saved.best() == "maxrate4"
+    best = saved.models["maxrate4"]
+    out = shoal("netmodel", "predict", "--profile", str(prof), "--bytes", "1MiB", "--k", "8")
+    assert out.returncode == 0, out.stderr
+    from shoal.units import format_duration
+
+    assert "maxrate4" in out.stdout
+    assert format_duration(float(best.time(1 << 20, 8))) in out.stdout
+    out = shoal("netmodel", "predict", "--profile", str(prof), "--bytes", "1MiB", "--k", "8",
+                "--model", "maxrate")
+    assert "maxrate4" not in out.stdout and "maxrate" in out.stdout
+    assert format_duration(float(saved.models["maxrate"].time(1 << 20, 8))) in out.stdout
+    out = shoal("netmodel", "advise", "--profile", str(prof), "--k", "1")
+    assert out.returncode == 0, out.stderr
+    assert f"k* = R_N / R_C = {best.saturation_k():.3g}" in out.stdout
+    assert "eq. 4" in out.stdout
+
+
+def test_a_profile_of_one_model_per_regime_still_reads(tmp_path):
+    (tmp_path / "old.toml").write_text(
+        '[[regime]]\nname = "all"\nlow = 0.0\nhigh = inf\nmodel = "maxrate"\n'
+        'alpha = 2e-6\nrc = 3e9\nrn = 6e9\n')
+    model = Profile.load(tmp_path / "old.toml").model_for(1024)
+    assert model == Model("maxrate", {"alpha": 2e-6, "rc": 3e9, "rn": 6e9})
 
 
 def test_a_single_k_cannot_give_r_n(tmp_path):
@@ -89,11 +138,8 @@ def test_a_single_k_cannot_give_r_n(tmp_path):
     write_csv(data, synthetic(BW, [2], 2.0 ** np.arange(10, 20), seed=1))
     out = shoal("netmodel", "fit", str(data), "--thresholds", "none", "--save",
                 str(tmp_path / "p.toml"))
-    assert out.returncode == 2
-    assert "R_N needs measurements at two or more k" in out.stderr
-    out = shoal("netmodel", "fit", str(data), "--thresholds", "none", "--model", "postal",
-                "--save", str(tmp_path / "p.toml"))
-    assert out.returncode == 0
+    assert out.returncode == 0, out.stderr
     assert "R_N and R_C cannot be separated" in out.stdout
+    assert set(Profile.load(tmp_path / "p.toml").regime_for(1024).models) == {"postal"}
     out = shoal("netmodel", "advise", "--profile", str(tmp_path / "p.toml"))
     assert out.returncode == 2 and "refit with measurements at several k" in out.stderr

@@ -154,3 +154,4 @@ def test_diameter_and_mean_distance_against_every_pair(torus):
     hops = torus.distance(a.ravel(), b.ravel())
     assert torus.diameter() == hops.max()
     assert torus.mean_distance() == pytest.approx(hops.mean())
+    assert torus.directed_links() == torus.link_exists().sum()

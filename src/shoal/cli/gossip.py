@@ -9,10 +9,11 @@ import click
 import numpy as np
 from rich.progress import Progress
 
-from shoal import units
+from shoal import memory, units
 from shoal.cli.relaunch import nprocs_option, relaunch
-from shoal.cli.render import console, table, write_csv
+from shoal.cli.render import console, csv_outputs, table, write_csv
 from shoal.errors import UsageError
+from shoal.files import check_outputs
 
 
 def _share(text: str, flag: str, minimum: int) -> float | int:
@@ -60,7 +61,8 @@ def gossip() -> None:
 @click.option("--loss", default="0%", show_default=True, help="Probability a message is lost.")
 @click.option("--dead", default="0%", show_default=True,
               help="Nodes that fail (percentage or count) when the measurement starts.")
-@click.option("--seed", default=0, show_default=True, help="Random seed of the first run.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Random seed of the first run.")
 @click.option("--csv", "csv_path", default=None, help="Write one row per run to this CSV "
               "file (plus a .json sidecar).")
 @click.option("--plot", default=None, help="Write average age vs window (Fig. 2) to this PNG.")
@@ -69,7 +71,9 @@ def simulate(nodes: str, window: str, interval: str, n_units: int, warmup: int |
              plot: str | None) -> None:
     """Simulate Fig. 1 and compare the average age with expected_age(N, W)."""
     from shoal.gossip.analysis import window_entries
+    from shoal.gossip.sim import memory_bytes
 
+    check_outputs({"--csv": csv_outputs(csv_path), "--plot": plot})
     sizes = [units.parse_count(x, "--nodes", 2) for x in units.expand_sweep(nodes)]
     windows = [_window(x) for x in units.expand_sweep(window)]
     unit = _interval(interval)
@@ -82,7 +86,9 @@ def simulate(nodes: str, window: str, interval: str, n_units: int, warmup: int |
         raise UsageError("--units must be at least 1")
     configs = list(itertools.product(sizes, windows))
     for n, w in configs:  # refuse bad input before any work
-        window_entries(n, w)
+        memory.require(memory_bytes(n, window_entries(n, w), n_units),
+                       f"simulating {n} nodes for {n_units} units",
+                       "simulate fewer --nodes or --units")
     results = _simulate_all(configs, n_units, warmup, lat, p_loss, n_dead, seed)
     _print_simulations(results, unit, n_units, extra=bool(p_loss > 0 or n_dead))
     if n_dead:
@@ -152,15 +158,21 @@ def _print_dead_trails(results) -> None:
               help="Sends in flight per rank; beyond it a send is dropped and counted.")
 @click.option("--poll-max", default="2ms", show_default=True,
               help="Longest sleep between polls: the latency / idle-CPU trade.")
-@click.option("--rows", default=32, show_default=True,
+@click.option("--rows", default=32, show_default=True, type=click.IntRange(min=0),
               help="Rows of the cluster table to print.")
 def run(nprocs: int | None, interval: str, duration: str, window: str, entry_size: str,
         max_outstanding: int, poll_max: str, rows: int) -> None:
     """Run the gossip service over MPI and print the cluster as rank 0 sees it."""
+    from shoal.gossip.records import state_dtype
+    from shoal.launch import require_mpi
+
     ival = _interval(interval)
     dur = units.parse_duration(duration, "--duration")
     esize = units.parse_size(entry_size, "--entry-size")
+    state_dtype(esize)
     pmax = units.parse_duration(poll_max, "--poll-max")
+    if max_outstanding < 1:
+        raise UsageError(f"--max-outstanding must be at least 1 (got {max_outstanding})")
     win = _window(window)
     if nprocs is not None:
         if nprocs < 2:
@@ -168,8 +180,12 @@ def run(nprocs: int | None, interval: str, duration: str, window: str, entry_siz
         from shoal.gossip.analysis import window_entries
 
         window_entries(nprocs, win)
+        memory.require(nprocs * nprocs * esize * (2 + max_outstanding),
+                       f"{nprocs} ranks with --entry-size {units.format_bytes(esize)}",
+                       "use a smaller --entry-size or fewer ranks")
         relaunch(nprocs, timeout=dur + 60 + 2 * nprocs)
         return
+    require_mpi("gossip run")
     _rank_main(ival, dur, win, esize, max_outstanding, pmax, rows)
 
 
@@ -224,7 +240,7 @@ def _print_cluster(snap, stats, service, rows) -> None:
 @click.option("--window", default="20%", show_default=True,
               help="Windows to try (percentages of the gossiping ranks or counts).")
 @click.option("--repeat", default=3, show_default=True, help="Runs per configuration.")
-@click.option("--size", "size_hint", type=int, default=None,
+@click.option("--size", "size_hint", type=click.IntRange(min=1), default=None,
               help="Problem size: FFT length, PTRANS N, or COSMO steps (default: small).")
 @click.option("--csv", "csv_path", default=None, help="Tidy results (+ JSON sidecar).")
 @click.option("--plot", default=None, help="Figure: application time with its MPI part, "
@@ -232,6 +248,9 @@ def _print_cluster(snap, stats, service, rows) -> None:
 def overhead(nprocs, app, every, intervals, window, repeat, size_hint, csv_path,
              plot) -> None:
     """Measure what gossip costs an application on the same ranks (seed 000, Table 1)."""
+    from shoal.launch import require_mpi
+
+    check_outputs({"--csv": csv_outputs(csv_path), "--plot": plot})
     ivals = [_interval(x) for x in units.expand_sweep(intervals)]
     wins = [_window(x) for x in units.expand_sweep(window)]
     if repeat < 1 or every < 2:
@@ -242,6 +261,7 @@ def overhead(nprocs, app, every, intervals, window, repeat, size_hint, csv_path,
                              f"ranks: use -n {2 * every} or more")
         relaunch(nprocs)
         return
+    require_mpi("gossip overhead")
     from mpi4py import MPI
 
     from shoal.apps.overhead import sweep

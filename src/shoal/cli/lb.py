@@ -4,7 +4,6 @@ them, or on the databases a run dumped (seed 002, Section III-A)."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,8 +14,9 @@ import click
 import numpy as np
 
 from shoal import units
-from shoal.cli.render import check_output, console, provenance, table, write_atomic, write_csv
+from shoal.cli.render import console, csv_outputs, provenance, table, write_csv
 from shoal.errors import UsageError
+from shoal.files import atomic, check_outputs, write_text
 from shoal.runtime.lb.database import LBDatabase
 from shoal.runtime.lb.synth import GRAPHS, LOADS, PLACEMENTS
 
@@ -251,9 +251,7 @@ def simulate(db_path: str, names: str, pes: str | None, torus: str | None, cores
     own time, and for distributed its gossip rounds, transfer phases and messages."""
     from shoal.runtime.lb.strategies import LBOptions
 
-    for path, flag in ((csv_path, "--csv"), (json_path, "--json"), (plot, "--plot")):
-        if path:
-            check_output(path, flag)
+    check_outputs({"--csv": csv_outputs(csv_path), "--json": json_path, "--plot": plot})
     npes = None if pes is None else _count(pes, "--pes", 1)
     db = LBDatabase.read(db_path, keys=False)
     in_file = db.npes
@@ -285,7 +283,7 @@ def simulate(db_path: str, names: str, pes: str | None, torus: str | None, cores
             "group": group, "seed": seed}
     rows = [_row(db, r, machine) for r in results]
     _write(csv_path, lambda path: write_csv(path, rows, meta))
-    _write(json_path, lambda path: write_atomic(path, json.dumps(
+    _write(json_path, lambda path: write_text(path, json.dumps(
         provenance({**meta, "results": rows}), indent=2, default=str) + "\n"))
     if plot:
         _plot(db, results, plot)
@@ -374,15 +372,13 @@ def _save(fig: Any, path: str) -> None:
     """Write a figure as PNG, whole or not at all, and close it."""
     import matplotlib.pyplot as plt
 
-    tmp = Path(path).with_name(Path(path).name + ".tmp")
     try:
-        fig.savefig(tmp, dpi=120, format="png")
-        os.replace(tmp, path)
+        with atomic(path) as tmp:
+            fig.savefig(tmp, dpi=120, format="png")
     except OSError as exc:
         raise UsageError(f"{path}: cannot write the figure ({exc.strerror or exc})") from None
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
 
 
 @lb.command()
@@ -399,11 +395,7 @@ def plot(trace_path: str, out: str, csv_path: str | None, bins: int) -> None:
     in entry methods between AtSync points, or in equal spans of time without them)."""
     from shoal.runtime.trace import loads_per_iteration, read
 
-    check_output(out, "--out")
-    if csv_path is not None:
-        check_output(csv_path, "--csv")
-    if csv_path is not None and Path(csv_path).absolute() == Path(out).absolute():
-        raise UsageError("--csv and --out name the same file: give two paths")
+    check_outputs({"--out": out, "--csv": csv_outputs(csv_path)})
     edges, loads, steps = loads_per_iteration(read(trace_path), bins)
     if not loads.size:
         raise UsageError(f"{trace_path} holds no entry methods: nothing to plot")

@@ -6,13 +6,15 @@ import math
 
 import click
 
-from shoal import units
+from shoal import memory, units
 from shoal.cli.relaunch import nprocs_option, relaunch
-from shoal.cli.render import console, table
+from shoal.cli.render import console, csv_outputs, table
 from shoal.errors import UsageError
+from shoal.files import check_outputs
 from shoal.netmodel.models import EQUATION, Model, format_rate
 
-KINDS = ("maxrate", "maxrate4", "overhead")
+SAVED = {"maxrate4": "maxrate4", "maxrate": "maxrate", "postal": "postal_all"}
+"""The models a profile keeps per regime, and the fit variant each comes from."""
 
 
 @click.group()
@@ -54,17 +56,17 @@ def _params_row(model: Model) -> list:
                    "'none' for a single regime.")
 @click.option("--reduce", "how", type=click.Choice(["best", "median"]), default="best",
               show_default=True, help="How repetitions of one (k, n) become one time.")
-@click.option("--model", "kind", type=click.Choice([*KINDS, "postal"]), default="maxrate",
-              show_default=True, help="The model written to --save.")
-@click.option("--save", default=None, help="Write the machine profile (TOML).")
+@click.option("--save", default=None, help="Write the machine profile (TOML): every fitted "
+              "model per regime with its error sum.")
 @click.option("--plot", default=None, help="Figure: bandwidth vs size per k (PNG).")
 @click.option("--errors", "errors_png", default=None, help="Figure: relative errors (PNG).")
-def fit(csv_path, thresholds, how, kind, save, plot, errors_png) -> None:
+def fit(csv_path, thresholds, how, save, plot, errors_png) -> None:
     """Fit every model to benchmark data per protocol regime and compare them: parameters
     (the form of Table 1) and relative-error sums (Table 2)."""
     from shoal.netmodel.data import read_csv
     from shoal.netmodel.regimes import analyse
 
+    check_outputs({"--save": save, "--plot": plot, "--errors": errors_png})
     m = read_csv(csv_path)
     cuts = None
     if thresholds is not None:
@@ -73,7 +75,7 @@ def fit(csv_path, thresholds, how, kind, save, plot, errors_png) -> None:
     _print_parameters(regimes, f"{csv_path}, {len(m.t)} measurements")
     _print_errors(regimes)
     if save:
-        _save_profile(regimes, kind, csv_path, save)
+        _save_profile(regimes, csv_path, save)
     if plot:
         from shoal.netmodel.plots import bandwidth
 
@@ -116,20 +118,20 @@ def _print_errors(regimes) -> None:
             console.print(f"[yellow]{reg.name}: {note}[/yellow]")
 
 
-def _save_profile(regimes, kind: str, csv_path, save: str) -> None:
-    """Write the ``kind`` model of every regime as a machine profile to ``save``."""
-    from shoal.netmodel.profile import Profile, provenance
+def _save_profile(regimes, csv_path, save: str) -> None:
+    """Write every fitted model of every regime, with its relative-error sum, as a machine
+    profile to ``save``."""
+    from shoal.netmodel.profile import Profile, RegimeModels, provenance
+    from shoal.netmodel.regimes import LABELS
 
-    picked = []
+    kept = []
     for reg in regimes:
-        f = reg.fits.get("postal_all" if kind == "postal" else kind)
-        if f is None:
-            raise UsageError(f"the {reg.name} regime cannot give the {kind} model (R_N "
-                             f"needs measurements at two or more k): measure more pairs, "
-                             f"or save --model postal")
-        picked.append((reg.name, reg.low, reg.high, f.model))
-    Profile(picked, provenance(str(csv_path))).save(save)
-    console.print(f"profile written to {save}")
+        models = {kind: reg.fits[v].model for kind, v in SAVED.items() if v in reg.fits}
+        errors = {kind: reg.error_sum[v] for kind, v in SAVED.items() if v in reg.fits}
+        kept.append(RegimeModels(reg.name, reg.low, reg.high, models, errors))
+    Profile(kept, provenance(str(csv_path))).save(save)
+    best = ", ".join(f"{r.name}: {LABELS[SAVED[r.best()]]}" for r in kept)
+    console.print(f"profile written to {save} (least error: {best})")
 
 
 @netmodel.command()
@@ -150,24 +152,24 @@ def _save_profile(regimes, kind: str, csv_path, save: str) -> None:
               help="Tidy output (k, n, repetition, seconds, bytes_per_s) + JSON sidecar.")
 def bench(nprocs, ks, sizes, repeat, mode, min_time, pseudo_nodes, csv_path) -> None:
     """Measure k pairs exchanging n-byte messages between two nodes (seed 003, 4.1)."""
+    from shoal.launch import abort_on_error, ranks_share_this_host, require_mpi
     from shoal.netmodel.bench import geometric_sizes
 
+    check_outputs({"--csv": csv_outputs(csv_path)})
     klist = _counts(ks, "--k")
     nlist = geometric_sizes(sizes)
     tmin = units.parse_duration(min_time, "--min-time")
     if repeat < 1:
         raise UsageError("--repeat must be at least 1")
-    pseudo = None
-    if pseudo_nodes is not None:
-        try:
-            a, b = (int(x) for x in pseudo_nodes.lower().split("x"))
-        except ValueError:
-            raise UsageError(f"--pseudo-nodes {pseudo_nodes!r}: write NODESxRANKS, e.g. "
-                             "2x4") from None
-        if a < 2 or b < 1:
-            raise UsageError("--pseudo-nodes needs at least 2 nodes of 1 rank")
-        pseudo = (a, b)
+    pseudo = _pseudo_nodes(pseudo_nodes)
+    memory.require(2 * max(nlist) * (nprocs or 1), f"--sizes up to "
+                   f"{units.format_bytes(max(nlist))} on {nprocs or 1} rank(s)",
+                   "measure smaller messages")
     if nprocs is not None:
+        if pseudo is None and ranks_share_this_host():
+            raise UsageError(f"every rank of -n {nprocs} runs on this host, so no two nodes "
+                             f"can be measured: declare --pseudo-nodes 2x{max(nprocs // 2, 1)}"
+                             f", or set SHOAL_MPIEXEC to a launcher that spans two nodes")
         if pseudo is not None and pseudo[0] * pseudo[1] != nprocs:
             raise UsageError(f"--pseudo-nodes {pseudo_nodes} declares {pseudo[0] * pseudo[1]} "
                              f"ranks but the job has {nprocs}: use -n {pseudo[0] * pseudo[1]}")
@@ -176,10 +178,10 @@ def bench(nprocs, ks, sizes, repeat, mode, min_time, pseudo_nodes, csv_path) -> 
                              f"ranks")
         relaunch(nprocs)
         return
+    require_mpi("netmodel bench")
     from mpi4py import MPI
 
     from shoal.cli.render import write_csv
-    from shoal.launch import abort_on_error
     from shoal.netmodel.bench import run
 
     comm = MPI.COMM_WORLD
@@ -196,6 +198,19 @@ def bench(nprocs, ks, sizes, repeat, mode, min_time, pseudo_nodes, csv_path) -> 
             console.print(table(f"Best of {repeat} ({mode}; {res['meta']['mpi_library']})",
                                 ["bytes", "k", "time", "aggregate"], rows))
             console.print(f"wrote {csv_path} (+ .json); fit with: shoal netmodel fit {csv_path}")
+
+
+def _pseudo_nodes(text: str | None) -> tuple[int, int] | None:
+    """``2x4`` -> (2, 4): nodes and ranks per node of --pseudo-nodes."""
+    if text is None:
+        return None
+    try:
+        a, b = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"--pseudo-nodes {text!r}: write NODESxRANKS, e.g. 2x4") from None
+    if a < 2 or b < 1:
+        raise UsageError("--pseudo-nodes needs at least 2 nodes of 1 rank")
+    return a, b
 
 
 @netmodel.command()
@@ -225,8 +240,8 @@ def emulate(ctx, rc, rn, pairs, sizes, mode, repeat, csv_path) -> None:
         if done.returncode:
             raise UsageError(f"the benchmark failed in the emulated cluster:\n"
                              f"{done.stderr[-2000:]}")
-    ctx.invoke(fit, csv_path=csv_path, thresholds="none", how="best", kind="maxrate",
-               save=None, plot=None, errors_png=None)
+    ctx.invoke(fit, csv_path=csv_path, thresholds="none", how="best", save=None, plot=None,
+               errors_png=None)
 
 
 @netmodel.command()
@@ -235,14 +250,16 @@ def emulate(ctx, rc, rn, pairs, sizes, mode, repeat, csv_path) -> None:
               help="Message sizes (list or start:stop:step).")
 @click.option("--k", "ks", default="1,2,4,8,16", show_default=True,
               help="Processes per node communicating at once.")
-def predict(path, sizes, ks) -> None:
+@click.option("--model", "kind", type=click.Choice(list(SAVED)), default=None,
+              help="The model to use [default: the one of least error in each regime].")
+def predict(path, sizes, ks, kind) -> None:
     """Time and aggregate bandwidth of k processes each sending n bytes off the node."""
     from shoal.netmodel.profile import Profile
 
     prof = Profile.load(path)
     rows = []
     for n in _sizes(sizes, "--bytes"):
-        model = prof.model_for(n)
+        model = prof.model_for(n, kind)
         for k in _counts(ks, "--k"):
             t = float(model.time(n, k))
             rows.append([units.format_bytes(n), k, model.kind, units.format_duration(t),
@@ -258,7 +275,9 @@ def predict(path, sizes, ks) -> None:
 @click.option("--edges", default=4, show_default=True, help="Halo edges per process.")
 @click.option("--k", "ks", default="1,2,4,8,16,32", show_default=True,
               help="Processes per node to compare.")
-def advise(path, size, edges, ks) -> None:
+@click.option("--model", "kind", type=click.Choice(["maxrate4", "maxrate"]), default=None,
+              help="The model to use [default: the max-rate model of least error].")
+def advise(path, size, edges, ks, kind) -> None:
     """How many processes per node should communicate at once (k* = R_N / R_C), and a
     halo exchange under the postal vs the max-rate model (Section 3.1, eq. 6)."""
     from shoal.netmodel.advise import halo
@@ -267,10 +286,11 @@ def advise(path, size, edges, ks) -> None:
     if edges < 1:
         raise UsageError("--edges must be at least 1")
     n = _sizes(size, "--bytes")[0]
-    model = Profile.load(path).model_for(n)
-    if model.kind == "postal":
-        raise UsageError(f"the profile's model for {units.format_bytes(n)} is postal: refit "
-                         f"with measurements at several k to get R_N")
+    prof = Profile.load(path)
+    if not {"maxrate4", "maxrate"} & set(prof.regime_for(n).models):
+        raise UsageError(f"the profile has only the postal model for {units.format_bytes(n)}:"
+                         f" refit with measurements at several k to get R_N")
+    model = prof.model_for(n, kind, kinds=("maxrate4", "maxrate"))
     kstar = model.saturation_k()
     beyond = math.ceil(kstar) if math.isfinite(kstar) else "∞"
     console.print(f"k* = R_N / R_C = {kstar:.3g}: beyond {beyond} processes per node, more "

@@ -64,11 +64,9 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     if lb_auto:
         env["SHOAL_LB_AUTO"] = "1"
     if trace is not None:
-        from pathlib import Path
+        from shoal.files import check_outputs
 
-        from shoal.runtime.trace import check_output
-
-        check_output(Path(trace).absolute())  # before the run, not after it
+        check_outputs({"--trace": trace})  # before the run, not after it
         env["SHOAL_TRACE"] = os.path.abspath(trace)
     if lb_period is not None:
         env["SHOAL_LB_PERIOD"] = repr(parse_duration(lb_period, "--lb-period"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from shoal import units
+from shoal.files import atomic
 from shoal.gossip.analysis import expected_age
 
 
@@ -34,7 +35,8 @@ def age_vs_window(results, path: str, interval: float | None = None) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
 
 
@@ -63,5 +65,6 @@ def overhead(rows: list[dict], path: str) -> None:
     bx.barh(labels, [100 * r.get("busy_fraction", 0.0) for r in ok], color="tab:green")
     bx.set_xlabel("gossip ranks busy (%)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)

@@ -18,10 +18,16 @@ STATE_FIELDS: tuple[tuple[str, str], ...] = (("load", "<f4"), ("free_mem", "<u8"
 ENTRY_HEADER = np.dtype([("node", "<u4"), ("flags", "<u4"), ("age", "<f8")])
 
 
+MAX_ENTRY = 2**31 - 1  # the largest numpy record
+
+
 def state_dtype(entry_size: int = 1024,
                 fields: tuple[tuple[str, str], ...] = STATE_FIELDS) -> np.dtype:
     """A packed structured dtype of exactly ``entry_size`` bytes: ``fields`` then padding."""
     base = np.dtype(list(fields))
+    if entry_size > MAX_ENTRY:
+        raise UsageError(f"entry size {entry_size} B is larger than a record can be "
+                         f"({MAX_ENTRY} B): use a smaller --entry-size")
     if entry_size < base.itemsize:
         raise UsageError(f"entry size {entry_size} B is smaller than the state fields "
                          f"({base.itemsize} B): use --entry-size {base.itemsize} or more")

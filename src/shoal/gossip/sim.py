@@ -71,6 +71,15 @@ class SimResult:
         return out
 
 
+def memory_bytes(nodes: int, window: int, units: int) -> int:
+    """Bytes :func:`simulate` allocates: the N x N version matrix, the candidate lists, and
+    the per-unit measures."""
+    version = 2 if units < 32767 else 4
+    cand = 2 if nodes <= 65536 else 4
+    return (nodes * nodes * version + nodes * min(nodes, 3 * window + 64) * cand
+            + nodes * 64 + units * 41)
+
+
 def simulate(nodes: int, window: float | int = 0.2, units: int = 200, warmup: int | None = None,
              *, latency: float = 0.0, loss: float = 0.0, dead: float | int = 0,
              dead_at: float | None = None, samples: int = 4, snapshots: int = 5,

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from shoal.errors import UsageError
+from shoal.files import read_text, write_text
 from shoal.mapping.mappings import letters
 from shoal.topology.torus import Torus
 
@@ -44,13 +45,16 @@ def write(path: str | Path, fmt: str, torus: Torus, node: np.ndarray, core: np.n
         lines = [f"rank,node,{cols},core"]
         lines += [f"{r},{int(n)},{','.join(str(int(c)) for c in co)},{int(t)}"
                   for r, (n, co, t) in enumerate(zip(node, coords, core, strict=True))]
-    Path(path).write_text("\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
 
 
 def read_csv(path: str | Path, torus: Torus) -> tuple[np.ndarray, np.ndarray]:
     """(node, core) per rank from a ``csv`` mapfile."""
-    rows = Path(path).read_text().splitlines()[1:]
-    data = np.array([[int(x) for x in r.split(",")] for r in rows if r.strip()])
+    rows = read_text(path, "mapping").splitlines()[1:]
+    try:
+        data = np.array([[int(x) for x in r.split(",")] for r in rows if r.strip()])
+    except ValueError:
+        raise UsageError(f"{path}: a mapping CSV holds whole numbers only") from None
     if data.ndim != 2 or data.shape[1] != torus.ndims + 3:
         raise UsageError(f"{path}: not a mapping CSV for a {torus.ndims}-D torus")
     order = np.argsort(data[:, 0])

@@ -13,11 +13,16 @@ import itertools
 import numpy as np
 
 from shoal.errors import UsageError
+from shoal.topology.routing import MAX_DIMS
 from shoal.topology.torus import Torus
 
 
 def letters(torus: Torus) -> str:
-    return "XYZ"[:torus.ndims] if torus.ndims <= 3 else "ABCDEFGH"[:torus.ndims]
+    """The dimension letters of mapping strings: XYZ up to 3 dimensions, ABCDEFG beyond."""
+    if torus.ndims > MAX_DIMS:
+        raise UsageError(f"mappings are evaluated on tori of at most {MAX_DIMS} dimensions "
+                         f"(got {torus.ndims}): merge dimensions")
+    return "XYZ"[:torus.ndims] if torus.ndims <= 3 else "ABCDEFG"[:torus.ndims]
 
 
 def orderings(torus: Torus) -> list[str]:

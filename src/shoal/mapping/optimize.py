@@ -19,7 +19,7 @@ from scipy.sparse.linalg import eigsh
 
 from shoal.errors import UsageError
 from shoal.mapping.mappings import check_fits
-from shoal.mapping.metrics import evaluate
+from shoal.mapping.metrics import Evaluator
 from shoal.mapping.patterns import Pattern
 from shoal.topology.torus import Torus
 
@@ -78,15 +78,18 @@ def bisection(torus: Torus, pattern: Pattern,
 
 
 def refine(torus: Torus, pattern: Pattern, node: np.ndarray, core: np.ndarray,
-           metric: str = "max", rounds: int = 200, routing: str = "adaptive", seed: int = 0):
+           metric: str = "max", rounds: int = 200, routing: str = "adaptive", seed: int = 0,
+           judge: Evaluator | None = None):
     """Swap pairs of communicating processes on different nodes while the metric (then the
-    mean link load) improves; at most ``rounds`` trials."""
+    mean link load) improves; at most ``rounds`` trials. ``judge``: the pattern's
+    evaluator, when the caller has one."""
     rng = np.random.default_rng(seed)
     node = node.copy()
     core = core.copy()
+    judge = judge or Evaluator(torus, pattern.src, pattern.dst, pattern.nbytes, routing)
 
     def score(nd):
-        r = evaluate(torus, nd, pattern.src, pattern.dst, pattern.nbytes, routing)
+        r = judge(nd)
         return (r[metric], r["mean"])
 
     best = score(node)

@@ -29,9 +29,14 @@ import numpy as np
 
 from shoal import tomlfile
 from shoal.errors import UsageError
+from shoal.files import read_text
 from shoal.units import parse_size
 
 KINDS = ("grid", "dimwise", "diagonal", "alltoall", "graph")
+BYTES_PER_MESSAGE = 256
+"""Memory a message of a pattern costs while the pattern is built and its mappings judged
+(its ranks, coordinates, route offsets and groupings): the estimate that refuses a pattern
+too large for this machine up front."""
 
 
 @dataclass
@@ -60,6 +65,9 @@ def parse(text: str) -> Pattern:
         if "=" not in w:
             raise UsageError(f"pattern option {w!r}: write key=value")
         k, v = w.split("=", 1)
+        if k in opts:
+            raise UsageError(f"pattern option {k}= is given twice ({k}={opts[k]} and {w}): "
+                             f"keep one")
         opts[k] = v
     if len(words) < 2:
         raise UsageError(f"{words[0]} needs a size, e.g. '{words[0]} 128x128'")
@@ -71,9 +79,7 @@ def _from_file(path: Path) -> Pattern:
         data = tomlfile.read(path, "pattern file")
     else:
         try:
-            data = json.loads(path.read_text())
-        except OSError as exc:
-            raise UsageError(f"cannot read pattern file {path}: {exc.strerror}") from None
+            data = json.loads(read_text(path, "pattern file"))
         except json.JSONDecodeError as exc:
             raise UsageError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
@@ -114,6 +120,7 @@ def build(kind: str, size: str, opts: dict, description: str) -> Pattern:
         offs = _dimwise_offsets(dims)
     else:
         offs = _diagonal_offsets(dims)
+    _require(math.prod(dims) * len(offs), description)
     coords = np.array(list(itertools.product(*[range(d) for d in dims])))  # row-major
     return _offsets(dims, coords, np.array(offs), periodic, order, nbytes, description, opts)
 
@@ -123,9 +130,20 @@ def _alltoall(size: str, nbytes: float, description: str, opts: dict) -> Pattern
         n = int(size)
     except ValueError:
         raise UsageError(f"alltoall size {size!r}: give the number of processes") from None
+    if n < 1:
+        raise UsageError(f"alltoall size {size!r}: at least 1 process")
+    _require(n * (n - 1), description)
     src, dst = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
     keep = src != dst
     return _pattern(n, src[keep], dst[keep], nbytes, description, opts)
+
+
+def _require(messages: int, description: str) -> None:
+    """Refuse a pattern of ``messages`` messages that cannot fit in memory."""
+    from shoal.memory import require
+
+    require(messages * BYTES_PER_MESSAGE, f"the pattern {description!r} ({messages:,} "
+            f"messages)", "describe a smaller pattern")
 
 
 def _grid_offsets(dims: tuple[int, ...], opts: dict) -> tuple[list[tuple], bool]:
@@ -188,10 +206,7 @@ def _pattern(n, src, dst, nbytes, description, opts) -> Pattern:
 
 
 def _graph(path: Path, default: float) -> Pattern:
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise UsageError(f"cannot read edge list {path}: {exc.strerror}") from None
+    lines = read_text(path, "edge list").splitlines()
     src, dst, vol = [], [], []
     for no, line in enumerate(lines, 1):
         line = line.split("#", 1)[0].strip()

@@ -6,14 +6,19 @@ or their median).
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from shoal.errors import UsageError
+from shoal.files import atomic, read_text
 
 COLUMNS = ("k", "n", "seconds")  # required; the benchmark also writes repetition, bytes_per_s
+LIMITS = {"k": 2.0**20, "n": 2.0**50, "seconds": 86400.0}
+"""The largest value a measurement can hold: a million processes per node, a PiB message, a
+day per round. Beyond them a value is a corrupted row, and would overflow the fits."""
 
 
 @dataclass
@@ -39,6 +44,9 @@ class Measurements:
             if not np.all(col > 0):
                 raise UsageError(f"column {name} must be positive everywhere (found "
                                  f"{col[col <= 0][0]:g})")
+            if np.any(col > LIMITS[name]):
+                raise UsageError(f"column {name} holds {col.max():g}, beyond any measurement "
+                                 f"(at most {LIMITS[name]:g}): remove that row")
         if not np.all(self.k == np.round(self.k)):
             raise UsageError("column k (processes per node) must hold whole numbers")
 
@@ -65,17 +73,13 @@ class Measurements:
 def read_csv(path: str | Path) -> Measurements:
     """Read a tidy CSV with at least the columns k, n, seconds."""
     path = Path(path)
-    try:
-        with path.open(newline="") as fh:
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
-            missing = [c for c in COLUMNS if c not in header]
-            if missing:
-                raise UsageError(f"{path}: missing column(s) {', '.join(missing)} (the file "
-                                 f"needs k, n, seconds; it has {', '.join(header) or 'none'})")
-            rows = list(reader)
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    reader = csv.DictReader(io.StringIO(read_text(path, "measurements"), newline=""))
+    header = reader.fieldnames or []
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise UsageError(f"{path}: missing column(s) {', '.join(missing)} (the file "
+                         f"needs k, n, seconds; it has {', '.join(header) or 'none'})")
+    rows = list(reader)
     try:
         cols = {c: np.array([float(r[c]) for r in rows]) for c in COLUMNS}
     except (TypeError, ValueError):
@@ -89,7 +93,7 @@ def read_csv(path: str | Path) -> Measurements:
 def write_csv(path: str | Path, m: Measurements, repetition=None) -> None:
     """Write the tidy CSV (k, n, repetition, seconds, bytes_per_s = k n / seconds)."""
     rep = np.zeros(len(m.t), int) if repetition is None else repetition
-    with Path(path).open("w", newline="") as fh:
+    with atomic(path) as tmp, tmp.open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["k", "n", "repetition", "seconds", "bytes_per_s"])
         for k, n, r, t in zip(m.k, m.n, rep, m.t, strict=True):

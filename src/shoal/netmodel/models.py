@@ -43,6 +43,8 @@ class Model:
         missing = set(PARAMS[self.kind]) - set(self.params)
         if missing:
             raise UsageError(f"model {self.kind} needs parameter(s) {', '.join(sorted(missing))}")
+        for name in PARAMS[self.kind]:
+            _check(self.kind, name, self.params[name])
 
     def time(self, n, k) -> np.ndarray:
         """Seconds for k processes to each send n bytes (arrays broadcast)."""
@@ -73,6 +75,23 @@ class Model:
             return math.inf
         rc = p["rcb"] if self.kind == "maxrate4" else p["rc"]
         return p["rn"] / rc
+
+
+def _check(kind: str, name: str, value) -> None:
+    """A parameter must be a number: a latency or an inverse rate (alpha, beta) finite and
+    >= 0, a rate (rc, rn, rcb) > 0 (infinite: never the limit), R_Ci finite."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)):
+        raise UsageError(f"model {kind}: {name} must be a number, not {value!r}")
+    value = float(value)
+    if math.isnan(value):
+        raise UsageError(f"model {kind}: {name} is NaN: refit the model")
+    if name in ("alpha", "beta") and not (math.isfinite(value) and value >= 0):
+        raise UsageError(f"model {kind}: {name} must be finite and >= 0 (got {value:g} "
+                         f"{'s' if name == 'alpha' else 's/byte'})")
+    if name in ("rc", "rn", "rcb") and value <= 0:
+        raise UsageError(f"model {kind}: the rate {name} must be positive (got {value:g} B/s)")
+    if name == "rci" and not math.isfinite(value):
+        raise UsageError(f"model {kind}: rci must be finite (got {value:g} B/s)")
 
 
 def format_rate(rate: float) -> str:

@@ -32,12 +32,12 @@ migrate     i     elements leaving this PE in a step, ``cat`` "lb", ``args.out``
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shoal.errors import UsageError
+from shoal.files import check_outputs, write_text
 
 if TYPE_CHECKING:
     from shoal.runtime.collection import Slot
@@ -51,7 +51,7 @@ class Tracer:
 
     def __init__(self, path: str, pe: int):
         self.path = Path(path)
-        check_output(self.path)  # on every PE: all of them fail, or none
+        check_outputs({"trace": self.path})  # on every PE: all of them fail, or none
         self.pe = pe
         self.t0 = time.perf_counter()
         # (name, cat, ph, start, duration, args); times in perf_counter seconds
@@ -82,9 +82,7 @@ class Tracer:
             return
         doc = {"traceEvents": [e for part in parts for e in part], "displayTimeUnit": "ms",
                "shoal": {"version": FORMAT_VERSION, "npes": len(parts)}}
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_text(self.path, json.dumps(doc, separators=(",", ":")))
 
 
 def _event(pe: int, origin: float, e: tuple) -> dict[str, Any]:
@@ -100,16 +98,6 @@ def _event(pe: int, origin: float, e: tuple) -> dict[str, Any]:
     elif args is not None:
         out["args"] = args
     return out
-
-
-def check_output(path: Path) -> None:
-    """Refuse a trace path that cannot be written, before the run rather than after it."""
-    if path.is_dir():
-        raise UsageError(f"trace: {path} is a directory; give a file name (trace.json)")
-    if not path.parent.is_dir():
-        raise UsageError(f"trace: the directory {path.parent} does not exist")
-    if not os.access(path.parent, os.W_OK):
-        raise UsageError(f"trace: cannot write into {path.parent}")
 
 
 def read(path: str | Path) -> dict[str, Any]:

@@ -105,20 +105,26 @@ class Torus:
         """Minimal hop count between nodes."""
         return self.offsets(src, dst)[0].sum(axis=-1)
 
-    def _ring_hops(self, d: int) -> np.ndarray:
-        """Hops between every pair of positions along dimension ``d``."""
-        a = np.arange(self.dims[d])
-        gap = np.abs(a[:, None] - a[None, :])
-        return np.minimum(gap, self.dims[d] - gap) if self.wrap[d] else gap
+    def directed_links(self) -> int:
+        """How many directed links exist (the count of :meth:`link_exists`, without
+        allocating it): 2 per node along a ring, 2 (L - 1) per line of L nodes of a mesh."""
+        total = 0
+        for size, wrap in zip(self.dims, self.wrap, strict=True):
+            if size > 1:
+                total += 2 * self.nodes if wrap else 2 * (self.nodes // size) * (size - 1)
+        return total
 
     def diameter(self) -> int:
-        """The longest minimal route, in hops (dimensions add up)."""
-        return int(sum(self._ring_hops(d).max() for d in range(self.ndims)))
+        """The longest minimal route, in hops (dimensions add up): L // 2 along a ring of L
+        nodes, L - 1 along a line."""
+        return sum(n // 2 if w else n - 1 for n, w in zip(self.dims, self.wrap, strict=True))
 
     def mean_distance(self) -> float:
         """Hops between two nodes, averaged over all ordered pairs (a node with itself
-        included): the per-dimension means add up."""
-        return float(sum(self._ring_hops(d).mean() for d in range(self.ndims)))
+        included): the per-dimension means add up; a ring of L nodes averages
+        floor(L^2 / 4) / L hops, a line (L^2 - 1) / (3 L)."""
+        return float(sum((n * n // 4) / n if w else (n * n - 1) / (3 * n)
+                         for n, w in zip(self.dims, self.wrap, strict=True)))
 
     def bisection_links(self) -> int:
         """Directed links crossing the cut that halves the longest dimension."""

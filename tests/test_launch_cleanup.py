@@ -1,0 +1,65 @@
+"""The launcher removes the MPICH shared-memory files its job left when it died, and only
+those (issue 17, section 3)."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from shoal.launch import SHM_DIR, SHM_GLOB, removing_shm_leftovers
+
+ABORTING = textwrap.dedent("""
+    from mpi4py import MPI
+    import time
+    c = MPI.COMM_WORLD
+    buf = bytearray(1000)
+    if c.Get_rank() == 0:
+        c.Send(buf, 1)
+    else:
+        c.Recv(buf, 0)  # the shared-memory segment is in use now
+    c.Barrier()
+    if c.Get_rank() == 0:
+        c.Abort(3)
+    time.sleep(30)
+""")
+
+
+def shm_files():
+    return set(SHM_DIR.glob(SHM_GLOB))
+
+
+def test_an_aborted_job_leaves_no_shared_memory(tmp_path):
+    prog = tmp_path / "abort.py"
+    prog.write_text(ABORTING)
+    before = shm_files()
+    out = subprocess.run([sys.executable, "-m", "shoal", "run", "-n", "2", str(prog)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 3, out.stderr
+    assert shm_files() - before == set()
+
+
+def test_only_files_nobody_uses_are_removed(tmp_path):
+    """A segment that appears during the job but that a live process maps stays (another
+    job's); one that nobody maps is removed; one there before is not touched."""
+    old = SHM_DIR / "mpich_shm_shoaltest_old"
+    old.write_bytes(b"x")
+    live = SHM_DIR / "mpich_shm_shoaltest_live"
+    dead = SHM_DIR / "mpich_shm_shoaltest_dead"
+    holder = None
+    try:
+        with removing_shm_leftovers():
+            live.write_bytes(b"y" * 4096)
+            holder = subprocess.Popen(  # maps ``live`` like a running rank
+                [sys.executable, "-c", "import mmap, sys, time\n"
+                 f"f = open({str(live)!r}, 'r+b'); m = mmap.mmap(f.fileno(), 4096)\n"
+                 "f.close(); print('mapped', flush=True); time.sleep(60)"],
+                stdout=subprocess.PIPE, text=True)
+            assert holder.stdout.readline().strip() == "mapped"
+            dead.write_bytes(b"z")
+        assert old.exists() and live.exists() and not dead.exists()
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+        for p in (old, live, dead):
+            Path(p).unlink(missing_ok=True)
