@@ -89,7 +89,7 @@ def test_run_launches_a_program_on_n_pes():
     (["run", "-n", "0", str(ROOT / "examples" / "hello.py")], "at least 1 rank"),
     (["run", "--timeout", "soon", str(ROOT / "examples" / "hello.py")], "--timeout"),
     (["run", "--lb", "gredy", str(ROOT / "examples" / "hello.py")],
-     "known strategies: greedy, greedy_refine, refine"),
+     "known strategies: distributed, greedy, greedy_refine, hierarchical, metis, orb"),
     (["run", "--lb-period", "often", str(ROOT / "examples" / "hello.py")], "--lb-period"),
 ])
 def test_run_rejects_bad_input(args, hint):

@@ -155,7 +155,7 @@ def test_simulate_chains_and_retargets(small_db, tmp_path, monkeypatch, capsys):
     (["lb", "simulate", "DB", "--torus", "2xq"], "cannot read torus '2xq'"),
     (["lb", "simulate", "DB", "--machine-file", "m.csv"], "--machine-file needs --torus"),
     (["lb", "simulate", "DB", "--torus", "4x4", "--machine-file", "m.csv"],
-     "m.csv: cannot read the machine file"),
+     "cannot read mapping m.csv"),
     (["lb", "synth", "--out", "x.npz", "--objects", "0"], "--objects must be at least 1"),
     (["lb", "synth", "--out", "x.npz", "--heavy", "120%"], "between 0% and 100%"),
     (["lb", "synth", "--out", "x.npz", "--size", "4 parsecs"], "unknown unit"),

@@ -51,11 +51,8 @@ class Machine:
         --format csv`` writes it; PE = rank)."""
         from shoal.mapping.mapfiles import read_csv
 
-        try:
+        try:  # (a file that cannot be read is refused by read_csv, naming it)
             node, _core = read_csv(path, torus)
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot read the machine file "
-                             f"({exc.strerror or exc})") from None
         except ValueError:
             raise UsageError(f"{path}: not a mapping CSV (rank,node,coordinates,core per "
                              f"line)") from None
