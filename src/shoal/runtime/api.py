@@ -29,9 +29,11 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     :func:`exit` or until ``main`` returns; ``main(*args)`` runs on PE 0, as a coroutine if
     it is an ``async def``. ``options`` go to :class:`~shoal.runtime.pe.Runtime`
     (``poll_spin``, ``poll_max``, ``cpu_stats``, ``shm_bytes``, ``lb``, ``lb_period``,
-    ``lb_dump``, ``lb_auto``; the environment variables ``SHOAL_LB``, ``SHOAL_LB_PERIOD``,
-    ``SHOAL_LB_DUMP`` and ``SHOAL_LB_AUTO``, which ``shoal run --lb`` and friends set, give
-    the last four when they are not passed). In library mode, pass the
+    ``lb_dump``, ``lb_auto``, ``checkpoint_every``, ``checkpoint_dir``; the environment
+    variables ``SHOAL_LB``, ``SHOAL_LB_PERIOD``, ``SHOAL_LB_DUMP``, ``SHOAL_LB_AUTO``,
+    ``SHOAL_CHECKPOINT_EVERY`` and ``SHOAL_CHECKPOINT_DIR``, which ``shoal run --lb`` and
+    friends set, give the last six when they are not passed; under ``shoal run`` the
+    automatic checkpoints go to ``$SHOAL_JOBDIR/auto`` by default). In library mode, pass the
     communicator of the ranks that take part: control returns when the runtime exits.
     ``restart``: a checkpoint directory (:func:`checkpoint`; default ``$SHOAL_RESTART``,
     which ``shoal run --restart`` sets) to start from, on any number of PEs; ``main`` runs
@@ -54,20 +56,28 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
 
 
 def _from_environment(options: dict[str, Any]) -> None:
-    """``lb``, ``lb_dump``, ``lb_period`` and ``lb_auto`` from ``SHOAL_LB``,
-    ``SHOAL_LB_DUMP``, ``SHOAL_LB_PERIOD`` (seconds) and ``SHOAL_LB_AUTO`` (``1``)."""
-    for option, name in (("lb", "SHOAL_LB"), ("lb_dump", "SHOAL_LB_DUMP")):
+    """``lb``, ``lb_dump``, ``lb_period``, ``lb_auto``, ``checkpoint_every`` and
+    ``checkpoint_dir`` from ``SHOAL_LB``, ``SHOAL_LB_DUMP``, ``SHOAL_LB_PERIOD`` (seconds),
+    ``SHOAL_LB_AUTO`` (``1``), ``SHOAL_CHECKPOINT_EVERY`` (seconds) and
+    ``SHOAL_CHECKPOINT_DIR`` (default ``$SHOAL_JOBDIR/auto``)."""
+    for option, name in (("lb", "SHOAL_LB"), ("lb_dump", "SHOAL_LB_DUMP"),
+                         ("checkpoint_dir", "SHOAL_CHECKPOINT_DIR")):
         if option not in options and os.environ.get(name):
             options[option] = os.environ[name]
     if "lb_auto" not in options and os.environ.get("SHOAL_LB_AUTO") == "1":
         options["lb_auto"] = True
-    period = os.environ.get("SHOAL_LB_PERIOD")
-    if "lb_period" not in options and period:
-        try:
-            options["lb_period"] = float(period)
-        except ValueError:
-            raise UsageError(f"SHOAL_LB_PERIOD must be a number of seconds, not {period!r}"
-                             ) from None
+    for option, name in (("lb_period", "SHOAL_LB_PERIOD"),
+                         ("checkpoint_every", "SHOAL_CHECKPOINT_EVERY")):
+        value = os.environ.get(name)
+        if option not in options and value:
+            try:
+                options[option] = float(value)
+            except ValueError:
+                raise UsageError(f"{name} must be a number of seconds, not {value!r}"
+                                 ) from None
+    jobdir = os.environ.get("SHOAL_JOBDIR")
+    if options.get("checkpoint_every") and "checkpoint_dir" not in options and jobdir:
+        options["checkpoint_dir"] = os.path.join(jobdir, "auto")
 
 
 def exit() -> None:
@@ -139,6 +149,18 @@ def checkpoint(path: str | os.PathLike[str], state: dict[str, Any] | None = None
     waits for the first. Restart with ``shoal.start(main, restart=path)`` or ``shoal run
     --restart path``, on any number of PEs (see :mod:`shoal.runtime.checkpoint`)."""
     return current().checkpoints.take(path, state)
+
+
+def iteration(state: dict[str, Any] | None = None) -> Pending:
+    """``await shoal.iteration(state)`` in ``main`` between two iterations: ``state`` (a
+    dict like :func:`checkpoint`'s, e.g. the proxies and the iteration number) is what a
+    restart from an automatic checkpoint gives :func:`restored`, and when
+    ``checkpoint_every`` (``shoal run --checkpoint-every``) has passed since the last
+    automatic checkpoint, one is taken here, into ``checkpoint_dir``, and this resolves
+    when it is on disk (to its summary; else at once, to None). AtSync programs call it
+    once with their state (no need to await): their automatic checkpoints are taken at
+    AtSync points (see :mod:`shoal.runtime.checkpoint`)."""
+    return current().checkpoints.iteration(state)
 
 
 def restored() -> Any:

@@ -82,9 +82,21 @@ class Pending:
 class Checkpoints:
     """The checkpoint manager of one PE (the decisions are PE 0's)."""
 
-    def __init__(self, rt: Runtime, restart: str | os.PathLike[str] | None = None):
+    def __init__(self, rt: Runtime, restart: str | os.PathLike[str] | None = None,
+                 every: float | None = None, auto_dir: str | os.PathLike[str] | None = None):
+        if every is not None and not (isinstance(every, (int, float)) and every > 0):
+            raise UsageError(f"checkpoint_every must be a number of seconds > 0, not {every!r}")
+        if every is not None and auto_dir is None:
+            raise UsageError("checkpoint_every needs checkpoint_dir (shoal run gives its job "
+                             "directory; with shoal.start pass checkpoint_dir=...)")
         self.rt = rt
         self.restart = restart
+        self.every = every  # automatic checkpoints: at most one per so many seconds
+        self.auto_dir = None if auto_dir is None else Path(auto_dir)
+        self.kept: dict[str, Any] | None = None  # main's state for automatic checkpoints
+        self.mark = 0.0  # when the interval of the next automatic one began
+        self.waiting = 0  # checkpoints waiting for their consistent point
+        self.sync_held = False  # the balancer holds an AtSync step for the next of them
         self.state: Any = None  # what restored() gives main
         self.last: Future | None = None  # the latest checkpoint's outcome (PE 0)
         self.replies: dict[int, dict[str, Any]] = {}
@@ -95,10 +107,7 @@ class Checkpoints:
     def take(self, path: str | os.PathLike[str], state: dict[str, Any] | None) -> Pending:
         """Start a checkpoint to ``path`` once the previous one is complete."""
         rt = self.rt
-        if rt.pe != 0:
-            raise UsageError(f"shoal.checkpoint runs on PE 0 (in main), not on PE {rt.pe}")
-        if state is not None and not isinstance(state, dict):
-            raise UsageError(f"state must be a dict (or None), not {type(state).__name__}")
+        _check_state(rt.pe, state)
         done = rt.future()
         prev, self.last = self.last, done
         rt.push(0, rt.run_task, Task(self._take(Path(path), state, prev), None, done,
@@ -110,10 +119,15 @@ class Checkpoints:
         if prev is not None:
             await prev
         rt = self.rt
+        self.waiting += 1
         while True:
             await rt.quiescence.request()
+            if self.sync_held:  # the balancer holds its AtSync step for this checkpoint
+                self.sync_held = False
+                break
             if rt.balancer.hold():  # no step started since: nothing moves from here on
                 break
+        self.waiting -= 1
         try:
             return True, await self._write(root, state)
         except (CheckpointError, OSError) as exc:
@@ -121,13 +135,48 @@ class Checkpoints:
         finally:
             rt.balancer.release()
 
+    # ----------------------------------------------------------------- automatic ones
+    def iteration(self, state: dict[str, Any] | None) -> Pending:
+        """``shoal.iteration(state)`` in main: keep ``state`` for automatic checkpoints and
+        take one now if ``every`` seconds have passed since the last (else resolve at once,
+        to None)."""
+        rt = self.rt
+        _check_state(rt.pe, state)
+        self.kept = state
+        if self._due():
+            return self._auto()
+        done = rt.future()
+        rt.resolve(0, done.fid, (True, None))
+        return Pending(done)
+
+    def at_sync_point(self) -> bool:
+        """At the root, when every at_sync array has synced and no step runs (the balancer's
+        hook): start an automatic checkpoint if one is due; True if it did (the balancer
+        holds its step until the checkpoint releases it). A checkpoint that waits for its
+        consistent point (a manual one, or one of ``iteration()``) finds it here instead:
+        an AtSync program is quiescent at its sync points only."""
+        if not (self.waiting or self._due()):
+            return False
+        self.sync_held = True
+        if not self.waiting:
+            self._auto()
+        return True
+
+    def _due(self) -> bool:
+        return self.every is not None and time.perf_counter() - self.mark >= self.every
+
+    def _auto(self) -> Pending:
+        self.mark = time.perf_counter()
+        assert self.auto_dir is not None
+        return self.take(self.auto_dir, self.kept)
+
     async def _write(self, root: Path, state: dict[str, Any] | None) -> dict[str, Any]:
         rt = self.rt
         t0 = time.perf_counter()
         gen = shards.next_generation(root)
         tmp = shards.prepare(root, gen)
         self.replies = {}
-        self.all_done = rt.future()
+        all_done = self.all_done = rt.future()  # (on one PE it resolves in on_write)
         for p in range(1, rt.npes):
             rt.send(p, (CKPT_WRITE, str(tmp)))
         try:
@@ -135,7 +184,7 @@ class Checkpoints:
         except CheckpointError as exc:
             main_files = {"error": str(exc)}
         self.on_write((CKPT_WRITE, str(tmp)))
-        replies = await self.all_done
+        replies = await all_done
         errors = [r["error"] for r in (main_files, *replies.values()) if "error" in r]
         if errors:
             shards.abandon(tmp)
@@ -172,9 +221,11 @@ class Checkpoints:
                          "completed": coll.completed, "rets": coll.rets})
         writer = shards.ShardWriter(tmp, "main")
         try:
+            runtime = {"synced": sorted(self.rt.balancer.synced)}
             for key, value, what in (("colls", meta, "the collections (their classes and "
                                       "maps must be picklable)"),
-                                     ("state", state, "the state given to shoal.checkpoint")):
+                                     ("state", state, "the state given to shoal.checkpoint"),
+                                     ("runtime", runtime, "the balancer's AtSync state")):
                 try:
                     writer.add(key, value)
                 except Exception as exc:
@@ -224,7 +275,7 @@ class Checkpoints:
         """This PE's counters and its part of each collection that is not in an element."""
         rt = self.rt
         return {"pe": rt.pe, "ncoll": rt.location.ncoll, "nfut": rt.nfut,
-                "pe_out": rt.pe_out,
+                "pe_out": rt.pe_out, "futures": sorted(rt.futures),
                 "colls": {cid: {"deleted": coll.deleted, "partial": coll.partial,
                                 "total": coll.total} for cid, coll in rt.colls.items()}}
 
@@ -269,7 +320,9 @@ class Checkpoints:
         return self.state
 
     def start(self) -> None:
-        """Before the scheduler runs: restore the checkpoint named at start-up, if any."""
+        """Before the scheduler runs: restore the checkpoint named at start-up, if any; the
+        first interval of automatic checkpoints begins."""
+        self.mark = time.perf_counter()
         if self.restart is None:
             return
         t0 = time.perf_counter()
@@ -296,6 +349,8 @@ class Checkpoints:
             rt.pe_out = info["pe_out"]
             rt.nfut = info["nfut"]
             rt.location.ncoll = info["ncoll"]
+            for fid in info["futures"]:  # still awaited by someone: a value may come
+                rt.futures[fid] = Future(rt.pe, fid)
         if not same:
             self._regroup(pes, meta, old)
         if rt.pe == 0:
@@ -303,6 +358,7 @@ class Checkpoints:
             self.state = main.load(main.entries[1])
             if not same:
                 rt.balancer.rebalance()
+            rt.balancer.restore_synced(main.load(main.entries[2])["synced"])
         self.restore_seconds = time.perf_counter() - t0
 
     def _rebuild(self, m: dict[str, Any], infos: list[dict[str, Any]], old: int) -> None:
@@ -392,6 +448,14 @@ class Checkpoints:
 def _as_member(item: tuple, pe: int) -> tuple:
     cid, _index, obj, state = item
     return (cid, (pe,), obj, state)
+
+
+def _check_state(pe: int, state: Any) -> None:
+    if pe != 0:
+        raise UsageError(f"shoal.checkpoint and shoal.iteration run on PE 0 (in main), not on "
+                         f"PE {pe}")
+    if state is not None and not isinstance(state, dict):
+        raise UsageError(f"state must be a dict (or None), not {type(state).__name__}")
 
 
 def _name(slot: Slot) -> str:

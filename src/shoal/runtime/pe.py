@@ -103,14 +103,17 @@ class Runtime:
     each step's database (``step-0001.npz``...), ``lb_period`` asks for a balancing step
     every so many seconds, and ``lb_auto`` (or ``lb="auto"``) lets the MetaBalancer decide
     at every AtSync point whether a step pays (see :mod:`shoal.runtime.lb.driver`).
-    ``restart`` names a checkpoint to start from (see :mod:`shoal.runtime.checkpoint`).
+    ``restart`` names a checkpoint to start from (see :mod:`shoal.runtime.checkpoint`);
+    ``checkpoint_every`` (seconds) has the runtime take checkpoints into ``checkpoint_dir``
+    at AtSync points and at ``shoal.iteration()`` calls of main, at most one per interval.
     """
 
     def __init__(self, comm: Any, *, poll_spin: float = 2e-4, poll_max: float = 1e-3,
                  instrument: bool = True, cpu_stats: bool = False, shm_bytes: int = SHM_BYTES,
                  lb: str | None = None, lb_period: float | None = None,
                  lb_dump: str | None = None, lb_auto: bool = False,
-                 restart: str | None = None):
+                 restart: str | None = None, checkpoint_every: float | None = None,
+                 checkpoint_dir: str | None = None):
         if not (0 <= poll_spin and 0 < poll_max):
             raise UsageError("poll_spin must be >= 0 and poll_max > 0 (seconds)")
         if not (isinstance(shm_bytes, int) and shm_bytes >= 0):
@@ -145,11 +148,12 @@ class Runtime:
         self.run_invoke: Callable[[Slot, tuple], None] = self._run_invoke
         self.run_envelope: Callable[[tuple, None], None] = self._run_envelope
         self.run_task: Callable[[Task, Any], None] = self._resume
-        self._attach_managers(lb, lb_period, lb_dump, lb_auto, restart)
+        self._attach_managers(lb, lb_period, lb_dump, lb_auto,
+                              Checkpoints(self, restart, checkpoint_every, checkpoint_dir))
 
     def _attach_managers(self, lb: str | None = None, lb_period: float | None = None,
                          lb_dump: str | None = None, lb_auto: bool = False,
-                         restart: str | None = None) -> None:
+                         checkpoints: Checkpoints | None = None) -> None:
         """The managers, and the handler of every message kind (an error at start-up if
         one is missing)."""
         self.location = Location(self)
@@ -158,7 +162,7 @@ class Runtime:
         self.reductions = Reductions(self)
         self.quiescence = Quiescence(self)
         self.balancer = Balancer(self, lb, lb_period, lb_dump, lb_auto)
-        self.checkpoints = Checkpoints(self, restart)
+        self.checkpoints = checkpoints or Checkpoints(self)
         self.handlers = handler_table(self)
 
     # ----------------------------------------------------------------- start and stop

@@ -7,7 +7,8 @@ A checkpoint is a directory::
     PATH/g000003/               the generation it names
         pe-00000.pkl .bin .idx  PE 0's shard: its elements, one pickle record each
         pe-00001.pkl .bin .idx  ... one shard per PE, written by that PE in parallel
-        main.pkl .bin .idx      the collections and the ``state`` given by ``main``
+        main.pkl .bin .idx      the collections, the ``state`` given by ``main``, the
+                                collections waiting at an AtSync point
 
 A shard is three files. ``.pkl`` holds pickle (protocol 5) records one after another;
 every buffer of at least ``OOB_MIN`` bytes a record holds (numpy arrays, bytes-likes) leaves
@@ -43,7 +44,7 @@ import numpy as np
 from shoal._version import __version__
 from shoal.errors import CheckpointError
 
-FORMAT = 1  # bumped whenever what a record holds changes (Slot.pack, the manifest)
+FORMAT = 2  # bumped whenever what a record holds changes (Slot.pack, the manifest)
 MANIFEST = "manifest.json"
 OOB_MIN = 4096  # bytes: smaller buffers stay inside their record's pickle
 CHUNK = 16 << 20  # bytes per read or hash step when a file is verified or read whole
