@@ -45,16 +45,17 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shoal._version import __version__
 from shoal.errors import CheckpointError, UsageError
 from shoal.runtime import shards
+from shoal.runtime.buddy import STORE, buddies
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.futures import Future, Task
 from shoal.runtime.maps import OnPE
 from shoal.runtime.migration import packed
-from shoal.runtime.protocol import CKPT_DONE, CKPT_WRITE, RED
+from shoal.runtime.protocol import CKPT_COMMIT, CKPT_COPY, CKPT_DONE, CKPT_WRITE, RED
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -79,10 +80,18 @@ class Pending:
         return value
 
 
+class InMemory(NamedTuple):
+    """A checkpoint to restore from memory (an in-job recovery): the main shard and the
+    shard of every PE of the runtime that took it."""
+
+    main: shards.Shard
+    pes: list[shards.Shard]
+
+
 class Checkpoints:
     """The checkpoint manager of one PE (the decisions are PE 0's)."""
 
-    def __init__(self, rt: Runtime, restart: str | os.PathLike[str] | None = None,
+    def __init__(self, rt: Runtime, restart: str | os.PathLike[str] | InMemory | None = None,
                  every: float | None = None, auto_dir: str | os.PathLike[str] | None = None):
         if every is not None and not (isinstance(every, (int, float)) and every > 0):
             raise UsageError(f"checkpoint_every must be a number of seconds > 0, not {every!r}")
@@ -102,19 +111,25 @@ class Checkpoints:
         self.replies: dict[int, dict[str, Any]] = {}
         self.all_done: Future | None = None
         self.restore_seconds = 0.0  # how long this PE took to restore (benchmarks)
+        self.main_image: shards.Image | None = None  # PE 0's main shard of a memory one
 
     # ----------------------------------------------------------------- taking one
-    def take(self, path: str | os.PathLike[str], state: dict[str, Any] | None) -> Pending:
-        """Start a checkpoint to ``path`` once the previous one is complete."""
+    def take(self, path: str | os.PathLike[str] | None, state: dict[str, Any] | None,
+             memory: bool = False) -> Pending:
+        """Start a checkpoint to ``path`` (``memory=True``: in memory, at every PE and its
+        buddy, :mod:`shoal.runtime.buddy`) once the previous one is complete."""
         rt = self.rt
         _check_state(rt.pe, state)
+        if (path is None) != memory:
+            raise UsageError("shoal.checkpoint: give a path, or memory=True (not both)")
         done = rt.future()
         prev, self.last = self.last, done
-        rt.push(0, rt.run_task, Task(self._take(Path(path), state, prev), None, done,
+        where = None if path is None else Path(path)
+        rt.push(0, rt.run_task, Task(self._take(where, state, prev), None, done,
                                      "checkpoint"), None)
         return Pending(done)
 
-    async def _take(self, root: Path, state: dict[str, Any] | None,
+    async def _take(self, root: Path | None, state: dict[str, Any] | None,
                     prev: Future | None) -> tuple[bool, Any]:
         if prev is not None:
             await prev
@@ -129,6 +144,8 @@ class Checkpoints:
                 break
         self.waiting -= 1
         try:
+            if root is None:
+                return True, await self._write_memory(state)
             return True, await self._write(root, state)
         except (CheckpointError, OSError) as exc:
             return False, str(exc)
@@ -178,12 +195,12 @@ class Checkpoints:
         self.replies = {}
         all_done = self.all_done = rt.future()  # (on one PE it resolves in on_write)
         for p in range(1, rt.npes):
-            rt.send(p, (CKPT_WRITE, str(tmp)))
+            rt.send(p, (CKPT_WRITE, str(tmp), gen))
         try:
             main_files = self._write_main(tmp, state)
         except CheckpointError as exc:
             main_files = {"error": str(exc)}
-        self.on_write((CKPT_WRITE, str(tmp)))
+        self.on_write((CKPT_WRITE, str(tmp), gen))
         replies = await all_done
         errors = [r["error"] for r in (main_files, *replies.values()) if "error" in r]
         if errors:
@@ -209,7 +226,44 @@ class Checkpoints:
         return {"path": str(root), "generation": gen, "bytes": manifest["bytes"],
                 "elements": manifest["elements"], "seconds": time.perf_counter() - t0}
 
-    def _write_main(self, tmp: Path, state: dict[str, Any] | None) -> dict[str, Any]:
+    async def _write_memory(self, state: dict[str, Any] | None) -> dict[str, Any]:
+        """A double in-memory checkpoint: every PE keeps its shard and sends a copy to its
+        buddy, which answers PE 0; with every answer, PE 0 commits the generation
+        everywhere (``CKPT_COMMIT``)."""
+        rt = self.rt
+        t0 = time.perf_counter()
+        STORE.last += 1
+        gen = STORE.last
+        self.replies = {}
+        all_done = self.all_done = rt.future()
+        main = self._write_main(None, state)
+        self.main_image = main.pop("image")
+        for p in range(1, rt.npes):
+            rt.send(p, (CKPT_WRITE, None, gen))
+        self.on_write((CKPT_WRITE, None, gen))
+        replies = await all_done
+        errors = [r["error"] for r in replies.values() if "error" in r]
+        if errors:
+            raise CheckpointError(f"in-memory checkpoint refused: {'; '.join(errors)} (the "
+                                  "previous one is kept)")
+        for p in range(rt.npes):
+            rt.send(p, (CKPT_COMMIT, gen))
+        return {"path": None, "generation": gen, "memory": True,
+                "bytes": main["bytes"] + sum(r["bytes"] for r in replies.values()),
+                "elements": sum(n for r in replies.values() for n, _ in r["colls"].values()),
+                "seconds": time.perf_counter() - t0}
+
+    def on_copy(self, env: tuple) -> None:
+        """At a buddy: keep the copy of PE ``owner``'s images; tell PE 0 it is in place."""
+        _, gen, owner, images, result = env
+        STORE.put(gen, owner, images)
+        self.rt.send(0, (CKPT_DONE, owner, result))
+
+    def on_commit(self, env: tuple) -> None:
+        STORE.commit(env[1])
+
+    def _write_main(self, tmp: Path | None, state: dict[str, Any] | None
+                    ) -> dict[str, Any]:
         """The collections (with the root's reduction and broadcast counts) and ``state``."""
         meta = []
         for coll in self.rt.colls.values():
@@ -230,25 +284,35 @@ class Checkpoints:
                     writer.add(key, value)
                 except Exception as exc:
                     raise CheckpointError(f"{what} cannot be saved: {exc!r}") from None
-            return writer.close()
+            return _closed(writer)
         except BaseException:
             writer.abandon()
             raise
 
     def on_write(self, env: tuple) -> None:
-        """Write this PE's shard into the generation directory; answer PE 0."""
-        _, tmp = env
+        """Write this PE's shard into the generation directory (``tmp`` None: keep it in
+        memory and send a copy to the buddy, which answers); answer PE 0."""
+        _, tmp, gen = env
         rt = self.rt
         try:
-            result = self._write_shard(Path(tmp))
+            result = self._write_shard(None if tmp is None else Path(tmp))
         except Exception as exc:
             result = {"error": f"PE {rt.pe}: {exc}"}
+        if tmp is None and "error" not in result:
+            images = [result.pop("image")]
+            if rt.pe == 0:
+                images.append(self.main_image)
+            STORE.put(gen, rt.pe, images)
+            buddy = STORE.buddy[rt.pe]
+            if buddy != rt.pe:
+                rt.send(buddy, (CKPT_COPY, gen, rt.pe, images, result))
+                return
         if rt.pe == 0:
             self.on_done((CKPT_DONE, 0, result))
         else:
             rt.send(0, (CKPT_DONE, rt.pe, result))
 
-    def _write_shard(self, tmp: Path) -> dict[str, Any]:
+    def _write_shard(self, tmp: Path | None) -> dict[str, Any]:
         rt = self.rt
         self._refuse_suspended()
         if rt.queue.fifo or rt.queue.heap:
@@ -266,7 +330,7 @@ class Checkpoints:
                         raise CheckpointError(f"{_name(slot)} cannot be saved: {exc!r}"
                                               ) from None
                     count[0] += 1
-            return {"files": writer.close(), "colls": colls}
+            return {**_closed(writer), "colls": colls}
         except BaseException:
             writer.abandon()
             raise
@@ -323,11 +387,20 @@ class Checkpoints:
         """Before the scheduler runs: restore the checkpoint named at start-up, if any; the
         first interval of automatic checkpoints begins."""
         self.mark = time.perf_counter()
+        STORE.buddy = buddies(self.rt.net.comm)
         if self.restart is None:
             return
         t0 = time.perf_counter()
+        if isinstance(self.restart, InMemory):
+            self._restore(self.restart.main, self.restart.pes)
+        else:
+            self._restore(*self._from_disk(Path(self.restart)))
+        self.restore_seconds = time.perf_counter() - t0
+
+    def _from_disk(self, root: Path) -> tuple[shards.Shard, list[shards.Shard]]:
+        """The main shard and every PE's shard of checkpoint ``root`` (read whole where this
+        PE needs every record)."""
         rt = self.rt
-        root = Path(self.restart)
         manifest = shards.read_manifest(root)
         gen = root / manifest["dir"]
         files = {rel.split("/", 1)[1]: info for rel, info in manifest["files"].items()}
@@ -336,6 +409,14 @@ class Checkpoints:
         main = shards.Shard(gen, "main", files, whole=rt.pe == 0)
         pes = [shards.Shard(gen, f"pe-{q:05d}", files, whole=same and q == rt.pe)
                for q in range(old)]
+        return main, pes
+
+    def _restore(self, main: shards.Shard, pes: list[shards.Shard]) -> None:
+        """Rebuild the collections and take this PE's elements and counters from the
+        shards of a checkpoint taken on ``len(pes)`` PEs."""
+        rt = self.rt
+        old = len(pes)
+        same = old == rt.npes
         infos = [shard.load(shard.entries[0]) for shard in pes]
         meta = main.load(main.entries[0])
         for m in meta:
@@ -359,7 +440,6 @@ class Checkpoints:
             if not same:
                 rt.balancer.rebalance()
             rt.balancer.restore_synced(main.load(main.entries[2])["synced"])
-        self.restore_seconds = time.perf_counter() - t0
 
     def _rebuild(self, m: dict[str, Any], infos: list[dict[str, Any]], old: int) -> None:
         """One collection, as the checkpoint saw it, on the new number of PEs."""
@@ -448,6 +528,14 @@ class Checkpoints:
 def _as_member(item: tuple, pe: int) -> tuple:
     cid, _index, obj, state = item
     return (cid, (pe,), obj, state)
+
+
+def _closed(writer: shards.ShardWriter) -> dict[str, Any]:
+    """A shard written: its files (on disk) or its image and size (in memory)."""
+    if writer.dir is not None:
+        return {"files": writer.close()}
+    image = writer.image()
+    return {"image": image, "bytes": len(image.pkl) + len(image.bin)}
 
 
 def _check_state(pe: int, state: Any) -> None:

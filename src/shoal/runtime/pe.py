@@ -31,7 +31,7 @@ from typing import Any
 from numpy import ndarray
 
 from shoal.errors import ShoalError, UsageError
-from shoal.runtime.checkpoint import Checkpoints
+from shoal.runtime.checkpoint import Checkpoints, InMemory
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.collectives.broadcast import Broadcasts
 from shoal.runtime.collectives.quiescence import Quiescence
@@ -66,6 +66,7 @@ from shoal.runtime.protocol import (
 )
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
 from shoal.runtime.queue import Queue
+from shoal.runtime.recovery import PeFailureError, is_failure
 from shoal.runtime.wire.codec import pack_args, unpack_args
 from shoal.runtime.wire.transport import Transport
 
@@ -106,19 +107,23 @@ class Runtime:
     ``restart`` names a checkpoint to start from (see :mod:`shoal.runtime.checkpoint`);
     ``checkpoint_every`` (seconds) has the runtime take checkpoints into ``checkpoint_dir``
     at AtSync points and at ``shoal.iteration()`` calls of main, at most one per interval.
+    ``ft``: a dead peer ends :meth:`run` with :class:`~shoal.runtime.recovery.PeFailureError`
+    (MPI errors are returned, large buffers go by MPI, not shared memory) for an in-job
+    recovery; ``restart`` may then be the in-memory checkpoint to restore.
     """
 
     def __init__(self, comm: Any, *, poll_spin: float = 2e-4, poll_max: float = 1e-3,
                  instrument: bool = True, cpu_stats: bool = False, shm_bytes: int = SHM_BYTES,
                  lb: str | None = None, lb_period: float | None = None,
                  lb_dump: str | None = None, lb_auto: bool = False,
-                 restart: str | None = None, checkpoint_every: float | None = None,
-                 checkpoint_dir: str | None = None):
+                 restart: str | InMemory | None = None, checkpoint_every: float | None = None,
+                 checkpoint_dir: str | None = None, ft: bool = False):
         if not (0 <= poll_spin and 0 < poll_max):
             raise UsageError("poll_spin must be >= 0 and poll_max > 0 (seconds)")
         if not (isinstance(shm_bytes, int) and shm_bytes >= 0):
             raise UsageError(f"shm_bytes must be a whole number of bytes >= 0, not {shm_bytes!r}")
-        self.net = Transport(comm, shm_bytes)
+        self.ft = ft  # a dead peer raises PeFailureError from run() (shoal.runtime.recovery)
+        self.net = Transport(comm, 0 if ft else shm_bytes)
         _precise_sleep()
         self.pe: int = self.net.rank
         self.npes: int = self.net.size
@@ -179,6 +184,8 @@ class Runtime:
             self._loop()
             self._finish()
         except BaseException as exc:
+            if self.ft and is_failure(exc):
+                raise PeFailureError(f"PE {self.pe}: {exc}") from exc
             self._abort(exc)
         finally:
             set_current(None)
