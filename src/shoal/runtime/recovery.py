@@ -64,8 +64,11 @@ def recover(base: MPI.Intracomm, rt: Runtime) -> tuple[MPI.Intracomm, InMemory, 
             comm.Revoke()
         except Exception:
             pass
+    from shoal.supervise import die_in_recovery
+
     try:
         new = cast("MPI.Intracomm", base.Shrink())  # (mpi4py's stubs say Comm)
+        die_in_recovery()  # (failure injection: --kill PE@recovery)
         olds: list[int] = new.allgather(base.Get_rank())
         dead = sorted(set(range(base.Get_size())) - set(olds))
         gen = _agree_generation(new, dead)
