@@ -35,8 +35,14 @@ member on a new PE (p >= Q) starts as a copy of saved member 0 (fresh sequence n
 empty channel buffers); the members of PEs beyond P are dropped with their state. A group
 with a reduction in progress can restart on Q PEs only. Identities that do not survive
 (PEs and group members numbered min(P, Q) and above) are forgotten by every sequence
-number that named them. Futures are not saved: a value sent to a future of the old run is
-an error. Load-balancing history and statistics of PEs start afresh (those of elements
+number that named them. The futures pending on each PE are saved as numbers and live
+again on the PE of the same number (a future PE p >= P owned is gone).
+
+**Automatic checkpoints** (``checkpoint_every``): at an AtSync point (the balancer's hook,
+:meth:`Checkpoints.at_sync_point`) or at ``shoal.iteration(state)`` in main, whichever comes
+first once the interval has passed; ``state`` is the last one main gave to
+``shoal.iteration``. **In memory** (``memory=True``): see :mod:`shoal.runtime.buddy`.
+Load-balancing history and statistics of PEs start afresh (those of elements
 travel with them).
 """
 
