@@ -15,6 +15,7 @@ from shoal.runtime import (
     create,
     exit,
     future,
+    iteration,
     lb_history,
     my_pe,
     num_pes,
@@ -27,5 +28,5 @@ from shoal.runtime import (
 
 __all__ = ["Array", "Channel", "Chare", "CheckpointError", "Future", "Group", "Reducer",
            "Runtime", "ShoalError", "UsageError", "WireError", "__version__", "checkpoint",
-           "create", "exit", "future", "lb_history", "my_pe", "num_pes", "quiescence",
-           "restored", "sleep", "start", "stats"]
+           "create", "exit", "future", "iteration", "lb_history", "my_pe", "num_pes",
+           "quiescence", "restored", "sleep", "start", "stats"]

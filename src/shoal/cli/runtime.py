@@ -37,20 +37,31 @@ import click
                    "it completed (wherever the program wrote it).")
 @click.option("--shrink-on-failure", "shrink", is_flag=True,
               help="Relaunch on one PE fewer after each failure.")
+@click.option("--checkpoint-every", "every", default=None, metavar="TIME",
+              help="The runtime takes a checkpoint at most this often (e.g. 30s), at AtSync "
+                   "points and at shoal.iteration() calls of main, for --restarts to use.")
+@click.option("--checkpoint-dir", default=None, type=click.Path(file_okay=False),
+              help="Where --checkpoint-every writes (default: the job directory's auto/, "
+                   "removed when shoal run ends).")
+@click.option("--ft", is_flag=True,
+              help="In-job recovery: a PE that dies is replaced by a rollback of the "
+                   "survivors to the last shoal.checkpoint(memory=True) (Open MPI with ULFM: "
+                   "set SHOAL_FT_MPI to its prefix).")
 @click.option("--kill", "kills", multiple=True, metavar="PE@TIME",
               help="Failure injection: SIGKILL PE's process TIME after it started (e.g. "
                    "1@1.5s; several allowed; first launch only).")
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
-        lb_period: str | None, lb_dump: str | None, trace: str | None,
-        restart: str | None, restarts: int,
-        shrink: bool, kills: tuple[str, ...], program: str, args: tuple[str, ...]) -> None:
+        lb_period: str | None, lb_dump: str | None, trace: str | None, restart: str | None,
+        restarts: int, shrink: bool, every: str | None, checkpoint_dir: str | None, ft: bool,
+        kills: tuple[str, ...], program: str, args: tuple[str, ...]) -> None:
     """Run a shoal PROGRAM on N PEs through the installed mpiexec (the embedded MPICH unless
     SHOAL_MPIEXEC names another launcher). Under srun or a site mpiexec, launch
     `python PROGRAM` directly instead (set SHOAL_LB, SHOAL_LB_AUTO=1, SHOAL_LB_PERIOD,
-    SHOAL_LB_DUMP, SHOAL_TRACE and SHOAL_RESTART, or pass lb=, lb_auto=, lb_period=,
-    lb_dump=, trace= and restart= to shoal.start)."""
+    SHOAL_LB_DUMP, SHOAL_TRACE, SHOAL_RESTART, SHOAL_CHECKPOINT_EVERY and
+    SHOAL_CHECKPOINT_DIR, or pass lb=, lb_auto=, lb_period=, lb_dump=, trace=, restart=,
+    checkpoint_every= and checkpoint_dir= to shoal.start)."""
     from shoal.units import parse_duration
 
     limit = None if timeout is None else parse_duration(timeout, "--timeout")
@@ -77,8 +88,28 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
 
         read_manifest(restart, verify=True)  # a damaged checkpoint: one line, exit 2
         env["SHOAL_RESTART"] = os.path.abspath(restart)
+    _checkpoint_options(env, every, checkpoint_dir)
+    if ft:
+        from shoal.launch import ft_environment
+
+        env.update(ft_environment())
     from shoal.supervise import parse_kill, supervise
 
     failures = [parse_kill(k, nprocs) for k in kills]
     sys.exit(supervise(nprocs, [program, *args], env, restarts=restarts, shrink=shrink,
                        kills=failures, timeout=limit))
+
+
+def _checkpoint_options(env: dict[str, str], every: str | None, folder: str | None) -> None:
+    """``--checkpoint-every`` and ``--checkpoint-dir`` into the job's environment."""
+    from shoal.units import parse_duration
+
+    if every is not None:
+        seconds = parse_duration(every, "--checkpoint-every")
+        if seconds <= 0:
+            from shoal.errors import UsageError
+
+            raise UsageError(f"--checkpoint-every must be longer than 0 s (got {every!r})")
+        env["SHOAL_CHECKPOINT_EVERY"] = repr(seconds)
+    if folder is not None:
+        env["SHOAL_CHECKPOINT_DIR"] = os.path.abspath(folder)

@@ -8,6 +8,7 @@ from shoal.runtime.api import (
     create,
     exit,
     future,
+    iteration,
     lb_history,
     my_pe,
     num_pes,
@@ -24,5 +25,5 @@ from shoal.runtime.pe import Runtime
 from shoal.runtime.reducers import Reducer
 
 __all__ = ["Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime", "checkpoint",
-           "create", "exit", "future", "lb_history", "my_pe", "num_pes", "quiescence",
-           "restored", "sleep", "start", "stats"]
+           "create", "exit", "future", "iteration", "lb_history", "my_pe", "num_pes",
+           "quiescence", "restored", "sleep", "start", "stats"]

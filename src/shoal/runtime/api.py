@@ -5,6 +5,7 @@ mode). Every rank runs ``shoal.start(main)``; ``main`` runs on PE 0 and the othe
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -29,11 +30,13 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     :func:`exit` or until ``main`` returns; ``main(*args)`` runs on PE 0, as a coroutine if
     it is an ``async def``. ``options`` go to :class:`~shoal.runtime.pe.Runtime`
     (``poll_spin``, ``poll_max``, ``cpu_stats``, ``shm_bytes``, ``lb``, ``lb_period``,
-    ``lb_dump``, ``lb_auto``, ``trace``; the environment variables ``SHOAL_LB``,
-    ``SHOAL_LB_PERIOD``, ``SHOAL_LB_DUMP``, ``SHOAL_LB_AUTO`` and ``SHOAL_TRACE``, which
-    ``shoal run --lb`` and friends set, give the last five when they are not passed). In
-    library mode, pass the communicator of the ranks that take part: control returns when
-    the runtime exits.
+    ``lb_dump``, ``lb_auto``, ``trace``, ``checkpoint_every``, ``checkpoint_dir``, ``ft``;
+    the environment variables ``SHOAL_LB``, ``SHOAL_LB_PERIOD``, ``SHOAL_LB_DUMP``,
+    ``SHOAL_LB_AUTO``, ``SHOAL_TRACE``, ``SHOAL_CHECKPOINT_EVERY``, ``SHOAL_CHECKPOINT_DIR``
+    and ``SHOAL_FT`` (``1``), which ``shoal run --lb`` and friends set, give the last eight
+    when they are not passed; under ``shoal run`` the automatic checkpoints go to
+    ``$SHOAL_JOBDIR/auto`` by default). In library mode, pass the communicator of the ranks
+    that take part: control returns when the runtime exits.
     ``restart``: a checkpoint directory (:func:`checkpoint`; default ``$SHOAL_RESTART``,
     which ``shoal run --restart`` sets) to start from, on any number of PEs; ``main`` runs
     again and finds the saved state in :func:`restored`. A missing, partial or
@@ -49,28 +52,66 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     if restart is not None:
         read_manifest(restart)  # refused on every rank before the runtime starts
         options["restart"] = os.fspath(restart)
-    rt = Runtime(MPI.COMM_WORLD if comm is None else comm, **options)
-    arm_kills(rt.pe)  # shoal run --kill: a failure injected into this PE
-    rt.run(main, *args)
+    comm = MPI.COMM_WORLD if comm is None else comm
+    if not options.get("ft"):
+        rt = Runtime(comm, **options)
+        arm_kills(rt.pe)  # shoal run --kill: a failure injected into this PE
+        rt.run(main, *args)
+        return
+    _run_tolerant(comm, main, args, options)
+
+
+def _run_tolerant(comm: MPI.Intracomm, main: Callable[..., Any], args: tuple,
+                  options: dict[str, Any]) -> None:
+    """``ft=True``: run; when a PE dies, recover on the survivors from the last in-memory
+    checkpoint and run again (:mod:`shoal.runtime.recovery`), as often as it happens."""
+    from mpi4py import MPI
+
+    from shoal.runtime.recovery import PeFailureError, recover
+    from shoal.supervise import arm_kills
+
+    comm.Set_errhandler(MPI.ERRORS_RETURN)
+    first = True
+    while True:
+        rt = Runtime(comm, **options)
+        if first:
+            arm_kills(rt.pe)
+            first = False
+        try:
+            rt.run(main, *args)
+            return
+        except PeFailureError:
+            comm, options["restart"], said = recover(comm, rt)
+            comm.Set_errhandler(MPI.ERRORS_RETURN)
+            if comm.Get_rank() == 0:
+                sys.stderr.write(f"shoal: {said}\n")
+                sys.stderr.flush()
 
 
 def _from_environment(options: dict[str, Any]) -> None:
-    """``lb``, ``lb_dump``, ``trace``, ``lb_period`` and ``lb_auto`` from ``SHOAL_LB``,
-    ``SHOAL_LB_DUMP``, ``SHOAL_TRACE``, ``SHOAL_LB_PERIOD`` (seconds) and ``SHOAL_LB_AUTO``
-    (``1``)."""
+    """``lb``, ``lb_dump``, ``trace``, ``lb_period``, ``lb_auto``, ``checkpoint_every`` and
+    ``checkpoint_dir`` from ``SHOAL_LB``, ``SHOAL_LB_DUMP``, ``SHOAL_TRACE``,
+    ``SHOAL_LB_PERIOD`` (seconds), ``SHOAL_LB_AUTO`` (``1``), ``SHOAL_CHECKPOINT_EVERY``
+    (seconds) and ``SHOAL_CHECKPOINT_DIR`` (default ``$SHOAL_JOBDIR/auto``)."""
     for option, name in (("lb", "SHOAL_LB"), ("lb_dump", "SHOAL_LB_DUMP"),
-                         ("trace", "SHOAL_TRACE")):
+                         ("trace", "SHOAL_TRACE"), ("checkpoint_dir", "SHOAL_CHECKPOINT_DIR")):
         if option not in options and os.environ.get(name):
             options[option] = os.environ[name]
-    if "lb_auto" not in options and os.environ.get("SHOAL_LB_AUTO") == "1":
-        options["lb_auto"] = True
-    period = os.environ.get("SHOAL_LB_PERIOD")
-    if "lb_period" not in options and period:
-        try:
-            options["lb_period"] = float(period)
-        except ValueError:
-            raise UsageError(f"SHOAL_LB_PERIOD must be a number of seconds, not {period!r}"
-                             ) from None
+    for option, name in (("lb_auto", "SHOAL_LB_AUTO"), ("ft", "SHOAL_FT")):
+        if option not in options and os.environ.get(name) == "1":
+            options[option] = True
+    for option, name in (("lb_period", "SHOAL_LB_PERIOD"),
+                         ("checkpoint_every", "SHOAL_CHECKPOINT_EVERY")):
+        value = os.environ.get(name)
+        if option not in options and value:
+            try:
+                options[option] = float(value)
+            except ValueError:
+                raise UsageError(f"{name} must be a number of seconds, not {value!r}"
+                                 ) from None
+    jobdir = os.environ.get("SHOAL_JOBDIR")
+    if options.get("checkpoint_every") and "checkpoint_dir" not in options and jobdir:
+        options["checkpoint_dir"] = os.path.join(jobdir, "auto")
 
 
 def exit() -> None:
@@ -131,8 +172,8 @@ def stats() -> dict[str, Any]:
     return current().stats()
 
 
-def checkpoint(path: str | os.PathLike[str], state: dict[str, Any] | None = None
-               ) -> Pending:
+def checkpoint(path: str | os.PathLike[str] | None = None,
+               state: dict[str, Any] | None = None, *, memory: bool = False) -> Pending:
     """``await shoal.checkpoint(path, state={...})`` in ``main``: save every array, group
     and single chare and ``state`` (may hold proxies and numpy arrays) to directory
     ``path``, taken at the next quiescence (between iterations: an element with a suspended
@@ -140,8 +181,23 @@ def checkpoint(path: str | os.PathLike[str], state: dict[str, Any] | None = None
     complete on disk, to a summary (``path``, ``generation``, ``bytes``, ``elements``,
     ``seconds``); the previous checkpoint in ``path`` stays until then. A second call
     waits for the first. Restart with ``shoal.start(main, restart=path)`` or ``shoal run
-    --restart path``, on any number of PEs (see :mod:`shoal.runtime.checkpoint`)."""
-    return current().checkpoints.take(path, state)
+    --restart path``, on any number of PEs (see :mod:`shoal.runtime.checkpoint`).
+    ``memory=True`` instead of a path: a double in-memory checkpoint (every PE keeps its
+    shard and a copy at a buddy PE on another node, :mod:`shoal.runtime.buddy`), which
+    ``shoal run --ft`` rolls back to when a PE dies."""
+    return current().checkpoints.take(path, state, memory)
+
+
+def iteration(state: dict[str, Any] | None = None) -> Pending:
+    """``await shoal.iteration(state)`` in ``main`` between two iterations: ``state`` (a
+    dict like :func:`checkpoint`'s, e.g. the proxies and the iteration number) is what a
+    restart from an automatic checkpoint gives :func:`restored`, and when
+    ``checkpoint_every`` (``shoal run --checkpoint-every``) has passed since the last
+    automatic checkpoint, one is taken here, into ``checkpoint_dir``, and this resolves
+    when it is on disk (to its summary; else at once, to None). AtSync programs call it
+    once with their state (no need to await): their automatic checkpoints are taken at
+    AtSync points (see :mod:`shoal.runtime.checkpoint`)."""
+    return current().checkpoints.iteration(state)
 
 
 def restored() -> Any:

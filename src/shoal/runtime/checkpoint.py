@@ -35,8 +35,14 @@ member on a new PE (p >= Q) starts as a copy of saved member 0 (fresh sequence n
 empty channel buffers); the members of PEs beyond P are dropped with their state. A group
 with a reduction in progress can restart on Q PEs only. Identities that do not survive
 (PEs and group members numbered min(P, Q) and above) are forgotten by every sequence
-number that named them. Futures are not saved: a value sent to a future of the old run is
-an error. Load-balancing history and statistics of PEs start afresh (those of elements
+number that named them. The futures pending on each PE are saved as numbers and live
+again on the PE of the same number (a future PE p >= P owned is gone).
+
+**Automatic checkpoints** (``checkpoint_every``): at an AtSync point (the balancer's hook,
+:meth:`Checkpoints.at_sync_point`) or at ``shoal.iteration(state)`` in main, whichever comes
+first once the interval has passed; ``state`` is the last one main gave to
+``shoal.iteration``. **In memory** (``memory=True``): see :mod:`shoal.runtime.buddy`.
+Load-balancing history and statistics of PEs start afresh (those of elements
 travel with them).
 """
 
@@ -45,16 +51,17 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shoal._version import __version__
 from shoal.errors import CheckpointError, UsageError
 from shoal.runtime import shards
+from shoal.runtime.buddy import STORE, buddies
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.futures import Future, Task
 from shoal.runtime.maps import OnPE
 from shoal.runtime.migration import packed
-from shoal.runtime.protocol import CKPT_DONE, CKPT_WRITE, RED
+from shoal.runtime.protocol import CKPT_COMMIT, CKPT_COPY, CKPT_DONE, CKPT_WRITE, RED
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -79,47 +86,112 @@ class Pending:
         return value
 
 
+class InMemory(NamedTuple):
+    """A checkpoint to restore from memory (an in-job recovery): the main shard and the
+    shard of every PE of the runtime that took it."""
+
+    main: shards.Shard
+    pes: list[shards.Shard]
+
+
 class Checkpoints:
     """The checkpoint manager of one PE (the decisions are PE 0's)."""
 
-    def __init__(self, rt: Runtime, restart: str | os.PathLike[str] | None = None):
+    def __init__(self, rt: Runtime, restart: str | os.PathLike[str] | InMemory | None = None,
+                 every: float | None = None, auto_dir: str | os.PathLike[str] | None = None):
+        if every is not None and not (isinstance(every, (int, float)) and every > 0):
+            raise UsageError(f"checkpoint_every must be a number of seconds > 0, not {every!r}")
+        if every is not None and auto_dir is None:
+            raise UsageError("checkpoint_every needs checkpoint_dir (shoal run gives its job "
+                             "directory; with shoal.start pass checkpoint_dir=...)")
         self.rt = rt
         self.restart = restart
+        self.every = every  # automatic checkpoints: at most one per so many seconds
+        self.auto_dir = None if auto_dir is None else Path(auto_dir)
+        self.kept: dict[str, Any] | None = None  # main's state for automatic checkpoints
+        self.mark = 0.0  # when the interval of the next automatic one began
+        self.waiting = 0  # checkpoints waiting for their consistent point
+        self.sync_held = False  # the balancer holds an AtSync step for the next of them
         self.state: Any = None  # what restored() gives main
         self.last: Future | None = None  # the latest checkpoint's outcome (PE 0)
         self.replies: dict[int, dict[str, Any]] = {}
         self.all_done: Future | None = None
         self.restore_seconds = 0.0  # how long this PE took to restore (benchmarks)
+        self.main_image: shards.Image | None = None  # PE 0's main shard of a memory one
 
     # ----------------------------------------------------------------- taking one
-    def take(self, path: str | os.PathLike[str], state: dict[str, Any] | None) -> Pending:
-        """Start a checkpoint to ``path`` once the previous one is complete."""
+    def take(self, path: str | os.PathLike[str] | None, state: dict[str, Any] | None,
+             memory: bool = False) -> Pending:
+        """Start a checkpoint to ``path`` (``memory=True``: in memory, at every PE and its
+        buddy, :mod:`shoal.runtime.buddy`) once the previous one is complete."""
         rt = self.rt
-        if rt.pe != 0:
-            raise UsageError(f"shoal.checkpoint runs on PE 0 (in main), not on PE {rt.pe}")
-        if state is not None and not isinstance(state, dict):
-            raise UsageError(f"state must be a dict (or None), not {type(state).__name__}")
+        _check_state(rt.pe, state)
+        if (path is None) != memory:
+            raise UsageError("shoal.checkpoint: give a path, or memory=True (not both)")
         done = rt.future()
         prev, self.last = self.last, done
-        rt.push(0, rt.run_task, Task(self._take(Path(path), state, prev), None, done,
+        where = None if path is None else Path(path)
+        rt.push(0, rt.run_task, Task(self._take(where, state, prev), None, done,
                                      "checkpoint"), None)
         return Pending(done)
 
-    async def _take(self, root: Path, state: dict[str, Any] | None,
+    async def _take(self, root: Path | None, state: dict[str, Any] | None,
                     prev: Future | None) -> tuple[bool, Any]:
         if prev is not None:
             await prev
         rt = self.rt
+        self.waiting += 1
         while True:
             await rt.quiescence.request()
+            if self.sync_held:  # the balancer holds its AtSync step for this checkpoint
+                self.sync_held = False
+                break
             if rt.balancer.hold():  # no step started since: nothing moves from here on
                 break
+        self.waiting -= 1
         try:
+            if root is None:
+                return True, await self._write_memory(state)
             return True, await self._write(root, state)
         except (CheckpointError, OSError) as exc:
             return False, str(exc)
         finally:
             rt.balancer.release()
+
+    # ----------------------------------------------------------------- automatic ones
+    def iteration(self, state: dict[str, Any] | None) -> Pending:
+        """``shoal.iteration(state)`` in main: keep ``state`` for automatic checkpoints and
+        take one now if ``every`` seconds have passed since the last (else resolve at once,
+        to None)."""
+        rt = self.rt
+        _check_state(rt.pe, state)
+        self.kept = state
+        if self._due():
+            return self._auto()
+        done = rt.future()
+        rt.resolve(0, done.fid, (True, None))
+        return Pending(done)
+
+    def at_sync_point(self) -> bool:
+        """At the root, when every at_sync array has synced and no step runs (the balancer's
+        hook): start an automatic checkpoint if one is due; True if it did (the balancer
+        holds its step until the checkpoint releases it). A checkpoint that waits for its
+        consistent point (a manual one, or one of ``iteration()``) finds it here instead:
+        an AtSync program is quiescent at its sync points only."""
+        if not (self.waiting or self._due()):
+            return False
+        self.sync_held = True
+        if not self.waiting:
+            self._auto()
+        return True
+
+    def _due(self) -> bool:
+        return self.every is not None and time.perf_counter() - self.mark >= self.every
+
+    def _auto(self) -> Pending:
+        self.mark = time.perf_counter()
+        assert self.auto_dir is not None
+        return self.take(self.auto_dir, self.kept)
 
     async def _write(self, root: Path, state: dict[str, Any] | None) -> dict[str, Any]:
         rt = self.rt
@@ -127,15 +199,15 @@ class Checkpoints:
         gen = shards.next_generation(root)
         tmp = shards.prepare(root, gen)
         self.replies = {}
-        self.all_done = rt.future()
+        all_done = self.all_done = rt.future()  # (on one PE it resolves in on_write)
         for p in range(1, rt.npes):
-            rt.send(p, (CKPT_WRITE, str(tmp)))
+            rt.send(p, (CKPT_WRITE, str(tmp), gen))
         try:
             main_files = self._write_main(tmp, state)
         except CheckpointError as exc:
             main_files = {"error": str(exc)}
-        self.on_write((CKPT_WRITE, str(tmp)))
-        replies = await self.all_done
+        self.on_write((CKPT_WRITE, str(tmp), gen))
+        replies = await all_done
         errors = [r["error"] for r in (main_files, *replies.values()) if "error" in r]
         if errors:
             shards.abandon(tmp)
@@ -160,7 +232,44 @@ class Checkpoints:
         return {"path": str(root), "generation": gen, "bytes": manifest["bytes"],
                 "elements": manifest["elements"], "seconds": time.perf_counter() - t0}
 
-    def _write_main(self, tmp: Path, state: dict[str, Any] | None) -> dict[str, Any]:
+    async def _write_memory(self, state: dict[str, Any] | None) -> dict[str, Any]:
+        """A double in-memory checkpoint: every PE keeps its shard and sends a copy to its
+        buddy, which answers PE 0; with every answer, PE 0 commits the generation
+        everywhere (``CKPT_COMMIT``)."""
+        rt = self.rt
+        t0 = time.perf_counter()
+        STORE.last += 1
+        gen = STORE.last
+        self.replies = {}
+        all_done = self.all_done = rt.future()
+        main = self._write_main(None, state)
+        self.main_image = main.pop("image")
+        for p in range(1, rt.npes):
+            rt.send(p, (CKPT_WRITE, None, gen))
+        self.on_write((CKPT_WRITE, None, gen))
+        replies = await all_done
+        errors = [r["error"] for r in replies.values() if "error" in r]
+        if errors:
+            raise CheckpointError(f"in-memory checkpoint refused: {'; '.join(errors)} (the "
+                                  "previous one is kept)")
+        for p in range(rt.npes):
+            rt.send(p, (CKPT_COMMIT, gen))
+        return {"path": None, "generation": gen, "memory": True,
+                "bytes": main["bytes"] + sum(r["bytes"] for r in replies.values()),
+                "elements": sum(n for r in replies.values() for n, _ in r["colls"].values()),
+                "seconds": time.perf_counter() - t0}
+
+    def on_copy(self, env: tuple) -> None:
+        """At a buddy: keep the copy of PE ``owner``'s images; tell PE 0 it is in place."""
+        _, gen, owner, images, result = env
+        STORE.put(gen, owner, images)
+        self.rt.send(0, (CKPT_DONE, owner, result))
+
+    def on_commit(self, env: tuple) -> None:
+        STORE.commit(env[1])
+
+    def _write_main(self, tmp: Path | None, state: dict[str, Any] | None
+                    ) -> dict[str, Any]:
         """The collections (with the root's reduction and broadcast counts) and ``state``."""
         meta = []
         for coll in self.rt.colls.values():
@@ -172,32 +281,44 @@ class Checkpoints:
                          "completed": coll.completed, "rets": coll.rets})
         writer = shards.ShardWriter(tmp, "main")
         try:
+            runtime = {"synced": sorted(self.rt.balancer.synced)}
             for key, value, what in (("colls", meta, "the collections (their classes and "
                                       "maps must be picklable)"),
-                                     ("state", state, "the state given to shoal.checkpoint")):
+                                     ("state", state, "the state given to shoal.checkpoint"),
+                                     ("runtime", runtime, "the balancer's AtSync state")):
                 try:
                     writer.add(key, value)
                 except Exception as exc:
                     raise CheckpointError(f"{what} cannot be saved: {exc!r}") from None
-            return writer.close()
+            return _closed(writer)
         except BaseException:
             writer.abandon()
             raise
 
     def on_write(self, env: tuple) -> None:
-        """Write this PE's shard into the generation directory; answer PE 0."""
-        _, tmp = env
+        """Write this PE's shard into the generation directory (``tmp`` None: keep it in
+        memory and send a copy to the buddy, which answers); answer PE 0."""
+        _, tmp, gen = env
         rt = self.rt
         try:
-            result = self._write_shard(Path(tmp))
+            result = self._write_shard(None if tmp is None else Path(tmp))
         except Exception as exc:
             result = {"error": f"PE {rt.pe}: {exc}"}
+        if tmp is None and "error" not in result:
+            images = [result.pop("image")]
+            if rt.pe == 0:
+                images.append(self.main_image)
+            STORE.put(gen, rt.pe, images)
+            buddy = STORE.buddy[rt.pe]
+            if buddy != rt.pe:
+                rt.send(buddy, (CKPT_COPY, gen, rt.pe, images, result))
+                return
         if rt.pe == 0:
             self.on_done((CKPT_DONE, 0, result))
         else:
             rt.send(0, (CKPT_DONE, rt.pe, result))
 
-    def _write_shard(self, tmp: Path) -> dict[str, Any]:
+    def _write_shard(self, tmp: Path | None) -> dict[str, Any]:
         rt = self.rt
         self._refuse_suspended()
         if rt.queue.fifo or rt.queue.heap:
@@ -215,7 +336,7 @@ class Checkpoints:
                         raise CheckpointError(f"{_name(slot)} cannot be saved: {exc!r}"
                                               ) from None
                     count[0] += 1
-            return {"files": writer.close(), "colls": colls}
+            return {**_closed(writer), "colls": colls}
         except BaseException:
             writer.abandon()
             raise
@@ -224,7 +345,7 @@ class Checkpoints:
         """This PE's counters and its part of each collection that is not in an element."""
         rt = self.rt
         return {"pe": rt.pe, "ncoll": rt.location.ncoll, "nfut": rt.nfut,
-                "pe_out": rt.pe_out,
+                "pe_out": rt.pe_out, "futures": sorted(rt.futures),
                 "colls": {cid: {"deleted": coll.deleted, "partial": coll.partial,
                                 "total": coll.total} for cid, coll in rt.colls.items()}}
 
@@ -269,12 +390,23 @@ class Checkpoints:
         return self.state
 
     def start(self) -> None:
-        """Before the scheduler runs: restore the checkpoint named at start-up, if any."""
+        """Before the scheduler runs: restore the checkpoint named at start-up, if any; the
+        first interval of automatic checkpoints begins."""
+        self.mark = time.perf_counter()
+        STORE.buddy = buddies(self.rt.net.comm)
         if self.restart is None:
             return
         t0 = time.perf_counter()
+        if isinstance(self.restart, InMemory):
+            self._restore(self.restart.main, self.restart.pes)
+        else:
+            self._restore(*self._from_disk(Path(self.restart)))
+        self.restore_seconds = time.perf_counter() - t0
+
+    def _from_disk(self, root: Path) -> tuple[shards.Shard, list[shards.Shard]]:
+        """The main shard and every PE's shard of checkpoint ``root`` (read whole where this
+        PE needs every record)."""
         rt = self.rt
-        root = Path(self.restart)
         manifest = shards.read_manifest(root)
         gen = root / manifest["dir"]
         files = {rel.split("/", 1)[1]: info for rel, info in manifest["files"].items()}
@@ -283,6 +415,14 @@ class Checkpoints:
         main = shards.Shard(gen, "main", files, whole=rt.pe == 0)
         pes = [shards.Shard(gen, f"pe-{q:05d}", files, whole=same and q == rt.pe)
                for q in range(old)]
+        return main, pes
+
+    def _restore(self, main: shards.Shard, pes: list[shards.Shard]) -> None:
+        """Rebuild the collections and take this PE's elements and counters from the
+        shards of a checkpoint taken on ``len(pes)`` PEs."""
+        rt = self.rt
+        old = len(pes)
+        same = old == rt.npes
         infos = [shard.load(shard.entries[0]) for shard in pes]
         meta = main.load(main.entries[0])
         for m in meta:
@@ -296,6 +436,8 @@ class Checkpoints:
             rt.pe_out = info["pe_out"]
             rt.nfut = info["nfut"]
             rt.location.ncoll = info["ncoll"]
+            for fid in info["futures"]:  # still awaited by someone: a value may come
+                rt.futures[fid] = Future(rt.pe, fid)
         if not same:
             self._regroup(pes, meta, old)
         if rt.pe == 0:
@@ -303,7 +445,7 @@ class Checkpoints:
             self.state = main.load(main.entries[1])
             if not same:
                 rt.balancer.rebalance()
-        self.restore_seconds = time.perf_counter() - t0
+            rt.balancer.restore_synced(main.load(main.entries[2])["synced"])
 
     def _rebuild(self, m: dict[str, Any], infos: list[dict[str, Any]], old: int) -> None:
         """One collection, as the checkpoint saw it, on the new number of PEs."""
@@ -392,6 +534,22 @@ class Checkpoints:
 def _as_member(item: tuple, pe: int) -> tuple:
     cid, _index, obj, state = item
     return (cid, (pe,), obj, state)
+
+
+def _closed(writer: shards.ShardWriter) -> dict[str, Any]:
+    """A shard written: its files (on disk) or its image and size (in memory)."""
+    if writer.dir is not None:
+        return {"files": writer.close()}
+    image = writer.image()
+    return {"image": image, "bytes": len(image.pkl) + len(image.bin)}
+
+
+def _check_state(pe: int, state: Any) -> None:
+    if pe != 0:
+        raise UsageError(f"shoal.checkpoint and shoal.iteration run on PE 0 (in main), not on "
+                         f"PE {pe}")
+    if state is not None and not isinstance(state, dict):
+        raise UsageError(f"state must be a dict (or None), not {type(state).__name__}")
 
 
 def _name(slot: Slot) -> str:

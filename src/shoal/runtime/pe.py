@@ -31,7 +31,7 @@ from typing import Any
 from numpy import ndarray
 
 from shoal.errors import ShoalError, UsageError
-from shoal.runtime.checkpoint import Checkpoints
+from shoal.runtime.checkpoint import Checkpoints, InMemory
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.collectives.broadcast import Broadcasts
 from shoal.runtime.collectives.quiescence import Quiescence
@@ -66,6 +66,7 @@ from shoal.runtime.protocol import (
 )
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
 from shoal.runtime.queue import Queue
+from shoal.runtime.recovery import PeFailureError, is_failure
 from shoal.runtime.trace import Tracer
 from shoal.runtime.wire.codec import pack_args, unpack_args
 from shoal.runtime.wire.transport import Transport
@@ -105,7 +106,12 @@ class Runtime:
     ``lb_period`` asks for a balancing step every so many seconds, and ``lb_auto`` (or
     ``lb="auto"``) lets the MetaBalancer decide at every AtSync point whether a step pays
     (see :mod:`shoal.runtime.lb.driver`).
-    ``restart`` names a checkpoint to start from (see :mod:`shoal.runtime.checkpoint`).
+    ``restart`` names a checkpoint to start from (see :mod:`shoal.runtime.checkpoint`);
+    ``checkpoint_every`` (seconds) has the runtime take checkpoints into ``checkpoint_dir``
+    at AtSync points and at ``shoal.iteration()`` calls of main, at most one per interval.
+    ``ft``: a dead peer ends :meth:`run` with :class:`~shoal.runtime.recovery.PeFailureError`
+    (MPI errors are returned, large buffers go by MPI, not shared memory) for an in-job
+    recovery; ``restart`` may then be the in-memory checkpoint to restore.
     ``trace`` a file where PE 0 writes the run's timeline at the end (see
     :mod:`shoal.runtime.trace`).
     """
@@ -114,12 +120,15 @@ class Runtime:
                  instrument: bool = True, cpu_stats: bool = False, shm_bytes: int = SHM_BYTES,
                  lb: str | None = None, lb_period: float | None = None,
                  lb_dump: str | None = None, lb_auto: bool = False,
-                 restart: str | None = None, trace: str | None = None):
+                 restart: str | InMemory | None = None, checkpoint_every: float | None = None,
+                 checkpoint_dir: str | None = None, ft: bool = False,
+                 trace: str | None = None):
         if not (0 <= poll_spin and 0 < poll_max):
             raise UsageError("poll_spin must be >= 0 and poll_max > 0 (seconds)")
         if not (isinstance(shm_bytes, int) and shm_bytes >= 0):
             raise UsageError(f"shm_bytes must be a whole number of bytes >= 0, not {shm_bytes!r}")
-        self.net = Transport(comm, shm_bytes)
+        self.ft = ft  # a dead peer raises PeFailureError from run() (shoal.runtime.recovery)
+        self.net = Transport(comm, 0 if ft else shm_bytes)
         _precise_sleep()
         self.pe: int = self.net.rank
         self.npes: int = self.net.size
@@ -152,11 +161,12 @@ class Runtime:
         self.run_invoke: Callable[[Slot, tuple], None] = self._run_invoke
         self.run_envelope: Callable[[tuple, None], None] = self._run_envelope
         self.run_task: Callable[[Task, Any], None] = self._resume
-        self._attach_managers(lb, lb_period, lb_dump, lb_auto, restart)
+        self._attach_managers(lb, lb_period, lb_dump, lb_auto,
+                              Checkpoints(self, restart, checkpoint_every, checkpoint_dir))
 
     def _attach_managers(self, lb: str | None = None, lb_period: float | None = None,
                          lb_dump: str | None = None, lb_auto: bool = False,
-                         restart: str | None = None) -> None:
+                         checkpoints: Checkpoints | None = None) -> None:
         """The managers, and the handler of every message kind (an error at start-up if
         one is missing)."""
         self.location = Location(self)
@@ -165,7 +175,7 @@ class Runtime:
         self.reductions = Reductions(self)
         self.quiescence = Quiescence(self)
         self.balancer = Balancer(self, lb, lb_period, lb_dump, lb_auto)
-        self.checkpoints = Checkpoints(self, restart)
+        self.checkpoints = checkpoints or Checkpoints(self)
         self.handlers = handler_table(self)
 
     # ----------------------------------------------------------------- start and stop
@@ -184,6 +194,8 @@ class Runtime:
             self._loop()
             self._finish()
         except BaseException as exc:
+            if self.ft and is_failure(exc):
+                raise PeFailureError(f"PE {self.pe}: {exc}") from exc
             self._abort(exc)
         finally:
             set_current(None)

@@ -62,6 +62,8 @@ QD_REPLY = _kind("QD_REPLY", "quiescence.on_reply", counted=False)
 EXIT = _kind("EXIT", "core.on_exit", counted=False)
 CKPT_WRITE = _kind("CKPT_WRITE", "checkpoints.on_write", counted=False)
 CKPT_DONE = _kind("CKPT_DONE", "checkpoints.on_done", counted=False)
+CKPT_COPY = _kind("CKPT_COPY", "checkpoints.on_copy", counted=False)
+CKPT_COMMIT = _kind("CKPT_COMMIT", "checkpoints.on_commit", counted=False)
 
 COUNTED: tuple[bool, ...] = tuple(k.counted for k in KINDS)
 

@@ -7,7 +7,8 @@ A checkpoint is a directory::
     PATH/g000003/               the generation it names
         pe-00000.pkl .bin .idx  PE 0's shard: its elements, one pickle record each
         pe-00001.pkl .bin .idx  ... one shard per PE, written by that PE in parallel
-        main.pkl .bin .idx      the collections and the ``state`` given by ``main``
+        main.pkl .bin .idx      the collections, the ``state`` given by ``main``, the
+                                collections waiting at an AtSync point
 
 A shard is three files. ``.pkl`` holds pickle (protocol 5) records one after another;
 every buffer of at least ``OOB_MIN`` bytes a record holds (numpy arrays, bytes-likes) leaves
@@ -36,14 +37,14 @@ import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from shoal._version import __version__
 from shoal.errors import CheckpointError
 
-FORMAT = 1  # bumped whenever what a record holds changes (Slot.pack, the manifest)
+FORMAT = 2  # bumped whenever what a record holds changes (Slot.pack, the manifest)
 MANIFEST = "manifest.json"
 OOB_MIN = 4096  # bytes: smaller buffers stay inside their record's pickle
 CHUNK = 16 << 20  # bytes per read or hash step when a file is verified or read whole
@@ -55,13 +56,15 @@ Entry = tuple[Any, int, int, int, tuple[int, ...]]
 
 class ShardWriter:
     """Write records ``name.pkl``/``.bin`` into ``directory``; :meth:`close` writes the
-    index, fsyncs and returns each file's size and sha256 (computed as it was written)."""
+    index, fsyncs and returns each file's size and sha256 (computed as it was written).
+    ``directory=None``: the shard is kept in memory (an in-memory checkpoint, the same
+    records), :meth:`image` gives it."""
 
-    def __init__(self, directory: Path, name: str):
+    def __init__(self, directory: Path | None, name: str):
         self.dir = directory
         self.name = name
-        self.pkl = _Out(directory / f"{name}.pkl")
-        self.bin = _Out(directory / f"{name}.bin")
+        self.pkl = _Out(None if directory is None else directory / f"{name}.pkl")
+        self.bin = _Out(None if directory is None else directory / f"{name}.bin")
         self.entries: list[Entry] = []
         self._bufs: list[memoryview] = []
 
@@ -85,10 +88,16 @@ class ShardWriter:
         self.entries.append((key, pkl_off, len(data), bin_off, lens))
         return len(data) + sum(lens)
 
+    def image(self) -> Image:
+        """The shard kept in memory: its index and its two buffers."""
+        return Image(self.name, self.entries, bytes(self.pkl.mem), bytes(self.bin.mem))
+
     def close(self) -> dict[str, dict[str, Any]]:
+        assert self.dir is not None
         idx = _Out(self.dir / f"{self.name}.idx")
         idx.write(pickle.dumps(self.entries, 5))
-        return {out.path.name: out.close() for out in (self.pkl, self.bin, idx)}
+        return {f"{self.name}.{ext}": out.close()
+                for ext, out in (("pkl", self.pkl), ("bin", self.bin), ("idx", idx))}
 
     def abandon(self) -> None:
         """Close the files after a failure (the generation is removed as a whole)."""
@@ -111,16 +120,23 @@ _HASHER: ThreadPoolExecutor | None = None
 
 
 class _Out:
-    """A file written sequentially, hashed on the way."""
+    """A file written sequentially, hashed on the way (``path=None``: a buffer in memory,
+    not hashed)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path | None):
         self.path = path
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.mem = bytearray()
+        self.fd = -1 if path is None else os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                                                  0o644)
         self.sha = hashlib.sha256()
         self.size = 0
 
     def write(self, data: bytes | memoryview) -> None:
         view = memoryview(data).cast("B")
+        if self.fd < 0:
+            self.mem += view
+            self.size += len(view)
+            return
         hashing = _hasher().submit(self.sha.update, view) if len(view) >= OVERLAP else None
         if hashing is None:
             self.sha.update(view)
@@ -132,10 +148,24 @@ class _Out:
         self.size += len(view)
 
     def close(self) -> dict[str, Any]:
+        assert self.path is not None
         os.fsync(self.fd)
         os.close(self.fd)
         self.fd = -1
         return {"bytes": self.size, "sha256": self.sha.hexdigest()}
+
+
+class Image(NamedTuple):
+    """A shard kept in memory (double in-memory checkpoint): what the three files hold."""
+
+    name: str
+    entries: list[Entry]
+    pkl: bytes
+    bin: bytes
+
+    def shard(self) -> Shard:
+        """Its records, read as those of a shard on disk."""
+        return Shard.from_image(self)
 
 
 class Shard:
@@ -159,6 +189,18 @@ class Shard:
         if whole:
             self.pkl = self._read_whole("pkl", verify=True)
             self.bin = self._read_whole("bin", verify=True)
+
+    @classmethod
+    def from_image(cls, image: Image) -> Shard:
+        shard = cls.__new__(cls)
+        shard.gen = Path("<memory>")
+        shard.name = image.name
+        shard.files = {}
+        shard.entries = image.entries
+        # copies: the restored elements' arrays live on them (writable), the image stays
+        shard.pkl = np.frombuffer(image.pkl, np.uint8).copy()
+        shard.bin = np.frombuffer(image.bin, np.uint8).copy()
+        return shard
 
     def _path(self, ext: str) -> Path:
         return self.gen / f"{self.name}.{ext}"
@@ -191,6 +233,8 @@ class Shard:
 
     def verify(self) -> None:
         """Check the sizes and sha256 of ``.pkl`` and ``.bin`` (streamed, no copy kept)."""
+        if not self.files:  # kept in memory: nothing on disk to check
+            return
         for ext in ("pkl", "bin"):
             verify_file(self._path(ext), self.files[f"{self.name}.{ext}"])
 

@@ -181,6 +181,9 @@ class Balancer:
             if self.synced and self.busy:
                 self.pending = True
             return
+        if self.rt.checkpoints.at_sync_point():  # an automatic checkpoint is due: it
+            self.busy = self.pending = True  # holds the step, release() runs it after
+            return
         balance = self._pays()
         self._mark("sync", 0.0, {"balanced": balance})
         if balance:
@@ -225,6 +228,14 @@ class Balancer:
         if self.pending:
             self.pending = False
             self._maybe_sync_step()
+
+    def restore_synced(self, cids: list[int]) -> None:
+        """At the root, after a restart: these collections had all synced when the
+        checkpoint was taken (their elements wait in ``at_sync()``): step and resume them
+        as soon as the scheduler runs."""
+        if cids:
+            self.synced = set(cids)
+            self.rt.after(0.0, self._maybe_sync_step)
 
     def rebalance(self) -> None:
         """At the root, after a restart on another number of PEs: a step as soon as the

@@ -209,6 +209,10 @@ class Transport:
             free.append(arr)
         return arr
 
+    def comms(self) -> list[MPI.Intracomm]:
+        """The communicators it sends on (revoked by a recovery, :mod:`shoal.runtime.recovery`)."""
+        return [self.comm, self._bufcomm]
+
     def close(self) -> None:
         """Free the shared window and the communicators (every send must have completed).
         Collective."""

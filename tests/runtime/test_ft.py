@@ -1,0 +1,63 @@
+"""In-job recovery with ULFM (jobs/ft.py under ``shoal run --ft``): a PE killed at random
+moments is replaced by a rollback of the survivors to the last in-memory checkpoint, and
+the result is bit-identical to the run without failures; a second failure during the
+recovery, or a PE lost with its buddy, ends the job with a clear message, never a hang.
+Needs Open MPI 5 with ULFM named by SHOAL_FT_MPI (see shoal run --help)."""
+
+import ast
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from mpi_jobs import JOBS, TIMEOUT
+
+JOB = JOBS / "ft.py"
+pytestmark = pytest.mark.skipif(not os.environ.get("SHOAL_FT_MPI"),
+                                reason="no ULFM MPI: set SHOAL_FT_MPI to an Open MPI 5 prefix")
+
+
+def shoal_run(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(JOBS), *sys.path])}
+    return subprocess.run([sys.executable, "-m", "shoal", "run", "--timeout", "100s",
+                           *map(str, args)], capture_output=True, text=True,
+                          timeout=2 * TIMEOUT, env=env)
+
+
+def result(out: subprocess.CompletedProcess) -> dict:
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert len(lines) == 1, out.stdout[-3000:]
+    return ast.literal_eval(lines[0][len("RESULT "):])
+
+
+@pytest.fixture(scope="module")
+def plain() -> str:
+    return result(shoal_run("-n", 3, JOB, "plain"))["digest"]
+
+
+def test_a_pe_killed_at_random_moments_is_recovered_in_job_bit_identical(plain):
+    rng = np.random.default_rng(2014)
+    for pe, at in zip(rng.integers(0, 3, 4), rng.uniform(1.5, 3.0, 4), strict=True):
+        out = shoal_run("--ft", "-n", 3, "--kill", f"{pe}@{at:.3f}s", JOB)
+        got = result(out)
+        assert got["digest"] == plain, (pe, at, out.stderr[-2000:])
+        assert got["pes"] == 2 and got["restored"]
+        assert f"PE(s) {pe} failed; the job continues on 2 PE(s)" in out.stderr
+
+
+@pytest.mark.parametrize(("second", "says"), [
+    ("2@recovery", "another PE failed during the recovery"),
+    ("2@2s", "in-memory shards of PE(s) 1 are lost")])
+def test_a_second_failure_ends_the_job_with_a_message(second, says):
+    out = shoal_run("--ft", "-n", 3, "--kill", "1@2s", "--kill", second, JOB)
+    assert out.returncode != 0 and says in out.stderr, out.stderr[-2000:]
+    assert "RESULT" not in out.stdout
+
+
+def test_ft_without_an_open_mpi_is_refused_in_one_line(tmp_path):
+    env = {**os.environ, "SHOAL_FT_MPI": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "shoal", "run", "--ft", str(JOB)],
+                         capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert out.returncode == 2 and "no Open MPI there" in out.stderr
