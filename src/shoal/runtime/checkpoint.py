@@ -213,7 +213,7 @@ class Checkpoints:
             shards.abandon(tmp)
             raise CheckpointError(f"checkpoint to {root} refused: {'; '.join(errors)} (the "
                                   "previous checkpoint there, if any, is kept)")
-        files = dict(main_files)
+        files = dict(main_files["files"])
         colls: dict[int, list[int]] = {}
         for reply in replies.values():
             files.update(reply["files"])
