@@ -3,7 +3,8 @@ travel along.
 
 An envelope is a tuple whose first field is its kind. Every kind is registered here, once,
 with the method that handles it (``"manager.method"``: an attribute of the PE core, or
-``"core.method"`` for the core itself; ``"manager.part.method"`` for a part of a manager) and whether quiescence detection counts it.
+``"core.method"`` for the core itself; ``"manager.part.method"`` for a part of a manager)
+and whether quiescence detection counts it.
 Application work is counted when created and when processed; location updates and the
 detection's own waves are not, or quiescence could never be reached.
 
