@@ -16,11 +16,18 @@ def bare_runtime() -> Runtime:
     return rt
 
 
-def handler_methods(rt: Runtime) -> set[str]:
-    """Every ``on_*`` method of the core and of its managers, as ``owner.method``."""
-    owners = {"core": rt, **{name: getattr(rt, name) for name in
+def handler_owners(rt: Runtime) -> dict[str, object]:
+    """The core, its managers and their parts that handle messages, by handler prefix."""
+    return {"core": rt, **{name: getattr(rt, name) for name in
                              ("location", "migration", "broadcasts", "reductions",
-                              "quiescence", "balancer", "checkpoints")}}
+                              "quiescence", "balancer", "checkpoints")},
+              "balancer.grapevine": rt.balancer.grapevine}
+
+
+def handler_methods(rt: Runtime) -> set[str]:
+    """Every ``on_*`` method of the core, its managers and their parts, as
+    ``owner.method``."""
+    owners = handler_owners(rt)
     return {f"{owner}.{name}" for owner, obj in owners.items()
             for name, _ in inspect.getmembers(type(obj), inspect.isfunction)
             if name.startswith("on_")}
@@ -32,10 +39,11 @@ def test_every_kind_has_exactly_one_handler_and_every_handler_a_kind():
     registered = [k.handler for k in KINDS]
     assert len(set(registered)) == len(registered)
     assert set(registered) == handler_methods(rt)  # no handler left without its kind
+    owners = handler_owners(rt)
     for code, kind in enumerate(KINDS):
         assert getattr(protocol, kind.name) == code
-        manager, method = kind.handler.split(".")
-        owner = rt if manager == "core" else getattr(rt, manager)
+        owner_name, _, method = kind.handler.rpartition(".")
+        owner = owners[owner_name]
         assert rt.handlers[code] == getattr(owner, method)
 
 

@@ -13,7 +13,8 @@ import click
 @click.option("--timeout", default=None, help="Kill the job after this long (e.g. 10min).")
 @click.option("--lb", "strategy", default=None,
               help="Load-balancing strategy, or a chain (greedy, refine, greedy_refine, "
-                   "metis, orb, hierarchical, distributed; e.g. metis,refine), auto "
+                   "metis, orb, hierarchical, distributed: GrapevineLB over messages, no "
+                   "PE gathers the database; e.g. metis,refine), auto "
                    "(greedy_refine when the MetaBalancer says a step pays) or none (sync "
                    "points resume at once: a baseline). Default greedy_refine when "
                    "balancing happens.")

@@ -3,7 +3,8 @@ travel along.
 
 An envelope is a tuple whose first field is its kind. Every kind is registered here, once,
 with the method that handles it (``"manager.method"``: an attribute of the PE core, or
-``"core.method"`` for the core itself) and whether quiescence detection counts it.
+``"core.method"`` for the core itself; ``"manager.part.method"`` for a part of a manager)
+and whether quiescence detection counts it.
 Application work is counted when created and when processed; location updates and the
 detection's own waves are not, or quiescence could never be reached.
 
@@ -53,6 +54,13 @@ LB_MOVES = _kind("LB_MOVES", "balancer.on_moves", counted=True)
 LB_SENT = _kind("LB_SENT", "balancer.on_sent", counted=True)
 LB_EXPECT = _kind("LB_EXPECT", "balancer.on_expect", counted=True)
 LB_READY = _kind("LB_READY", "balancer.on_ready", counted=True)
+# lb="distributed" (lb/grapevine.py): tree reductions and broadcasts, gossip, transfers
+LB_GV_UP = _kind("LB_GV_UP", "balancer.grapevine.on_up", counted=True)
+LB_GV_DOWN = _kind("LB_GV_DOWN", "balancer.grapevine.on_down", counted=True)
+LB_GV_GOSSIP = _kind("LB_GV_GOSSIP", "balancer.grapevine.on_gossip", counted=True)
+LB_GV_ACK = _kind("LB_GV_ACK", "balancer.grapevine.on_ack", counted=True)
+LB_GV_OFFER = _kind("LB_GV_OFFER", "balancer.grapevine.on_offer", counted=True)
+LB_GV_REPLY = _kind("LB_GV_REPLY", "balancer.grapevine.on_reply", counted=True)
 # the runtime's own bookkeeping (not counted)
 LOC = _kind("LOC", "location.on_loc", counted=False)
 HOME = _kind("HOME", "location.on_home", counted=False)
@@ -85,7 +93,8 @@ DELETE = "_shoal_delete"
 
 def handler_table(owner: object) -> tuple:
     """The bound handler of every kind, indexed by kind, looked up on ``owner`` (the PE
-    core: ``core.m`` is ``owner.m``, ``manager.m`` is ``owner.manager.m``). A kind whose
+    core: ``core.m`` is ``owner.m``, ``manager.m`` is ``owner.manager.m``,
+    ``manager.part.m`` is ``owner.manager.part.m``). A kind whose
     handler is missing, or a handler registered twice, is an error here, at start-up."""
     seen: set[str] = set()
     table = []
@@ -94,8 +103,10 @@ def handler_table(owner: object) -> tuple:
             raise RuntimeError(f"message kind {kind.name}: handler {kind.handler} is "
                                "registered for another kind too")
         seen.add(kind.handler)
-        manager, method = kind.handler.split(".")
-        holder = owner if manager == "core" else getattr(owner, manager)
+        *path, method = kind.handler.split(".")
+        holder = owner
+        for name in path if path != ["core"] else []:
+            holder = getattr(holder, name)
         table.append(getattr(holder, method))
     return tuple(table)
 

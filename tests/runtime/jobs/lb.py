@@ -82,12 +82,40 @@ async def atsync():
     history = shoal.lb_history()
     assert len(history) == ITERS, history  # one step per iteration
     first = history[0]
-    assert first["before"] > 1.4, first  # 6x heavier elements, all on PE 0 at first
-    assert first["after_predicted"] < 1.3, first
+    gossip = first["strategy"] == "distributed"
+    # 6x heavier elements, all on PE 0 at first (1.625 on 2 PEs of equal capacity). The
+    # capacities blur it: measured over the first period, about 0.1 s with distributed
+    # (0.5 s or more with a strategy compiled by numba then), on a loaded machine
+    assert first["before"] > (1.2 if gossip else 1.4), first
+    # GrapevineLB sends objects only to PEs under the average, and at most to 1.10 of it
+    # after 10 phases: with 6 heavy elements of 24 on PE 0 of 4 its first step may end
+    # above 1.3 (but below where it started)
+    assert first["after_predicted"] < (first["before"] if gossip else 1.3), first
     assert sum(h["migrations"] for h in history) > 0
     moved = sum(1 for r in rows if len(set(r[3])) > 1)
     assert moved > 0  # some element ran on more than one PE
-    return [round(h["before"], 2) for h in history], moved
+    return [round(h["before"], 2) for h in history], moved, _root_objects(history, rows)
+
+
+def _root_objects(history, rows):
+    """lb="distributed": the objects PE 0 saw at each step were its own (where each element
+    ran the iteration before the step; the element deleted in iteration 3, whose row is
+    missing, may have been there at steps 1-3), never the whole database. None for the
+    central strategies."""
+    if history[0]["strategy"] != "distributed":
+        return None
+    seen = []
+    for k, h in enumerate(history, start=1):
+        first = {100: 2}  # the element inserted in iteration 2 ran from then on
+        mine = sum(1 for index, _, _, pes in rows
+                   if k - 1 >= first.get(index, 0) and pes[k - 1 - first.get(index, 0)] == 0)
+        deleted = 1 if k <= 3 else 0
+        assert mine <= h["root_objects"] <= mine + deleted, (k, mine, h)
+        assert h["root_objects"] < h["objects"], h
+        # it stops early only once every PE is under the phase's threshold
+        assert h["phases"] == 10 or h["after_predicted"] <= h["threshold"] + 1e-9, h
+        seen.append((h["root_objects"], h["objects"]))
+    return seen
 
 
 class Hot(shoal.Chare):
@@ -115,7 +143,8 @@ async def periodic():
     history = shoal.lb_history()
     assert history, "no balancing step ran"
     assert sum(h["migrations"] for h in history) > 0, history
-    return len(history), sum(1 for r in rows if r[1] > 1)
+    strategies = {h["strategy"] for h in history}
+    return len(history), sum(1 for r in rows if r[1] > 1), sorted(strategies)
 
 
 class Listener(shoal.Chare):

@@ -1,7 +1,9 @@
 """GrapevineLB (Menon and Kale, SC'13; Charm++'s DistributedLB; seed 002, Section IV-A: AMR3D
-uses "a distributed load balancing strategy"): no PE ever gathers the database. Simulated
-round by round with per-PE state and explicit messages, so that the per-PE steps
-(:class:`PEState` methods) are what a PE would run on real messages.
+uses "a distributed load balancing strategy"): no PE ever gathers the database. The
+per-PE steps are the methods of :class:`PEState`; :func:`simulate` runs them round by round
+on a database with explicit messages (offline, ``shoal lb simulate``), and
+:mod:`shoal.runtime.lb.grapevine` runs the same methods on the runtime's messages
+(``lb="distributed"``).
 
 1. One reduction gives the average scaled load ``avg`` (total load / total capacity;
    counted as ``2 (P - 1)`` messages, up and down a tree).
@@ -30,6 +32,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -48,18 +51,25 @@ GOSSIP, OFFER, ACCEPT, REFUSE = "gossip", "offer", "accept", "refuse"
 @dataclass
 class PEState:
     """What one PE knows and holds. ``objects``/``weights``: its movable objects, lightest
-    first (global numbers and loads); ``known``: underloaded PE -> ``[load, capacity,
-    round learned]``; ``estimate``: during a phase, what it believes each known PE holds."""
+    first (names, e.g. global numbers or element keys, and loads); ``known``: underloaded
+    PE -> ``[load, capacity, round learned]``; ``estimate``: during a phase, what it
+    believes each known PE holds; ``given``: ``(object, PE)`` for each object another PE
+    accepted."""
 
     pe: int
     cap: float
     load: float
-    objects: list[int]
+    objects: list[Any]
     weights: list[float]
     avg: float = 0.0
     known: dict[int, list[float]] = field(default_factory=dict)
     estimate: dict[int, float] = field(default_factory=dict)
     pending: float = 0.0  # load offered and not yet answered
+    given: list[tuple[Any, int]] = field(default_factory=list)
+
+    def scaled(self) -> float:
+        """The scaled load: the time this PE needs for its objects."""
+        return self.load / self.cap
 
     # ---------------------------------------------------------------- 2. gossip
     def start_gossip(self, avg: float) -> None:
@@ -114,7 +124,7 @@ class PEState:
         self.estimate = dict(zip(peers.tolist(), est.tolist(), strict=True))
         return out
 
-    def on_offer(self, src: int, obj: int, w: float, threshold: float) -> tuple:
+    def on_offer(self, src: int, obj: Any, w: float, threshold: float) -> tuple:
         """Accept the object when it fits under ``threshold avg``, else refuse it."""
         if self.load + w <= threshold * self.avg * self.cap:
             self.load += w
@@ -124,12 +134,13 @@ class PEState:
             return (ACCEPT, self.pe, src, (obj, w))
         return (REFUSE, self.pe, src, (obj, w))
 
-    def on_reply(self, kind: str, src: int, obj: int, w: float) -> None:
+    def on_reply(self, kind: str, src: int, obj: Any, w: float) -> None:
         self.pending -= w
         if kind == ACCEPT:
             self.load -= w
             i = self.objects.index(obj)
             del self.objects[i], self.weights[i]
+            self.given.append((obj, src))
         else:
             self.estimate[src] = math.inf  # full: not again in this phase
 
@@ -162,6 +173,16 @@ def _states(db: LBDatabase) -> list[PEState]:
                     db.load[order[cut[p]:cut[p + 1]]].tolist()) for p in range(db.npes)]
 
 
+def gossip_rounds(npes: int) -> int:
+    """The default number of gossip rounds, ``ceil(log2 P)`` (0 on one PE)."""
+    return math.ceil(math.log2(npes)) if npes > 1 else 0
+
+
+def phase_threshold(k: int) -> float:
+    """The threshold of transfer phase ``k`` (1, 2, ...): ``1 + k STEP``."""
+    return 1.0 + k * STEP
+
+
 def _deliver(msgs: list[tuple], rng: np.random.Generator) -> list[tuple]:
     """This round's messages in the (random) order they arrive."""
     return [msgs[i] for i in rng.permutation(len(msgs))]
@@ -173,7 +194,7 @@ def simulate(db: LBDatabase, seed: int = 0, rounds: int | None = None,
     ``ceil(log2 P)``, at most ``2 log2 P``)."""
     npes = db.npes
     bound = max(1, math.ceil(2 * math.log2(npes))) if npes > 1 else 0
-    rounds = (math.ceil(math.log2(npes)) if npes > 1 else 0) if rounds is None else rounds
+    rounds = gossip_rounds(npes) if rounds is None else rounds
     if not 0 <= rounds <= bound:
         raise UsageError(f"distributed: gossip rounds must lie in [0, {bound}] "
                          f"(2 log2 P), not {rounds}")
@@ -207,24 +228,24 @@ def _transfer(pes: list[PEState], avg: float, rng: np.random.Generator
     reduction of the maximum scaled load (``2 (P - 1)`` messages) says whether it is
     needed."""
     messages = 0
-    threshold = 1.0
+    limit = 1.0
     phases = 0
     reduction = 2 * (len(pes) - 1)
     for k in range(1, PHASES + 1):
-        threshold = 1.0 + k * STEP
+        limit = phase_threshold(k)
         messages += reduction
-        if max(s.load / s.cap for s in pes) <= threshold * avg:
+        if max(s.scaled() for s in pes) <= limit * avg:
             break
         phases += 1
-        offers = [m for s in pes for m in s.offers(threshold, rng)]
-        replies = [pes[dst].on_offer(src, *payload, threshold)
+        offers = [m for s in pes for m in s.offers(limit, rng)]
+        replies = [pes[dst].on_offer(src, *payload, limit)
                    for _, src, dst, payload in _deliver(offers, rng)]
         for kind, src, dst, (obj, w) in _deliver(replies, rng):
             pes[dst].on_reply(kind, src, obj, w)
         for s in pes:
             s.end_phase()
         messages += len(offers) + len(replies)
-    return phases, threshold, messages
+    return phases, limit, messages
 
 
 def distributed(db: LBDatabase, seed: int = 0) -> np.ndarray:

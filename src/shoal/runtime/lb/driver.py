@@ -21,6 +21,10 @@ A step, run from the root (PE 0):
    written too); in AtSync mode the root broadcasts
    ``resume_from_sync()`` to every element of the collections that synced.
 
+With ``lb="distributed"`` (alone, and without ``lb_dump``, which needs the whole
+database) no PE gathers the database: steps 1-2 are GrapevineLB over the runtime's
+messages (:mod:`shoal.runtime.lb.grapevine`), then steps 3-4 as above.
+
 Triggers: AtSync (every element of every non-empty ``at_sync`` array has called
 ``at_sync()``: a reduction per collection, so insertions and deletions between steps are
 counted and an empty array never holds the others back) and ``lb_period`` seconds (elements
@@ -40,6 +44,7 @@ import numpy as np
 
 from shoal.errors import UsageError
 from shoal.runtime.lb.database import LBDatabase, core_share
+from shoal.runtime.lb.grapevine import Grapevine
 from shoal.runtime.lb.meta import MetaBalancer
 from shoal.runtime.protocol import (
     BCAST_REQ,
@@ -129,6 +134,9 @@ class Balancer:
         self.t0 = 0.0
         self.record: dict[str, Any] = {}
         self.decision: dict[str, Any] | None = None  # the MetaBalancer's, for the record
+        # lb="distributed" alone: GrapevineLB on messages, no database at the root
+        self.grapevine = Grapevine(self)
+        self.gossip = self.name == "distributed" and self.dump is None
 
     @staticmethod
     def _load(name: str) -> Callable[[LBDatabase], np.ndarray]:
@@ -252,7 +260,10 @@ class Balancer:
         self.step += 1
         self.parts = []
         self.t0 = time.perf_counter()
-        self.on_collect((LB_COLLECT, self.step, bool(self.synced)))
+        if self.gossip:
+            self.grapevine.begin(self.step, bool(self.synced))
+        else:
+            self.on_collect((LB_COLLECT, self.step, bool(self.synced)))
 
     def _send(self, dest: int, env: tuple) -> None:
         """The step's messages; to this PE, handled at once (not queued behind the
