@@ -1,5 +1,6 @@
-"""A failure in an entry method on 3 ranks (jobs/errors.py)."""
+"""Failures that must end the job with a message and a non-zero exit (jobs/errors.py)."""
 
+import pytest
 from mpi_jobs import run_job
 
 
@@ -8,3 +9,14 @@ def test_an_exception_in_an_entry_method_ends_the_job_with_pe_element_and_traceb
     assert out.returncode != 0
     assert "PE 2, Faulty[3].boom" in out.stderr
     assert "ValueError: deliberate failure in an entry method" in out.stderr
+
+
+@pytest.mark.parametrize(("scenario", "said"), [
+    ("outside_shape", "index (100,) lies outside the shape (4,)"),
+    ("outside_shape_2d", "index (1, 3) lies outside the shape (2, 3)"),
+])
+def test_an_index_outside_a_dense_arrays_shape_is_an_error_at_the_caller(scenario, said):
+    out = run_job("errors", 2, scenario)
+    assert out.returncode != 0
+    assert "PE 0, main" in out.stderr
+    assert said in out.stderr, out.stderr[-2000:]

@@ -1,4 +1,5 @@
-"""An exception in an entry method (run by test_errors.py): ``python errors.py entry_method``."""
+"""Failures that must end the job with a message (run by test_errors.py):
+``python errors.py NAME``."""
 
 from runner import main
 
@@ -9,6 +10,9 @@ class Faulty(shoal.Chare):
     def boom(self):
         raise ValueError("deliberate failure in an entry method")
 
+    def ping(self):
+        return shoal.my_pe()
+
 
 async def entry_method():
     f = shoal.Array(Faulty, 4)
@@ -16,5 +20,16 @@ async def entry_method():
     await shoal.future()  # never resolves: the failure must end the job
 
 
+async def outside_shape():
+    arr = shoal.Array(Faulty, 4)
+    await arr[100].ping(ret=True)  # no element 100: an error here, not a wait
+
+
+async def outside_shape_2d():
+    arr = shoal.Array(Faulty, (2, 3))
+    await arr[1, 3].ping(ret=True)
+
+
 if __name__ == "__main__":
-    main({"entry_method": entry_method})
+    main({"entry_method": entry_method, "outside_shape": outside_shape,
+          "outside_shape_2d": outside_shape_2d})
