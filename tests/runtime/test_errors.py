@@ -1,7 +1,7 @@
 """Failures that must end the job with a message and a non-zero exit (jobs/errors.py)."""
 
 import pytest
-from mpi_jobs import run_job
+from mpi_jobs import run_job, run_ok
 
 
 def test_an_exception_in_an_entry_method_ends_the_job_with_pe_element_and_traceback():
@@ -20,3 +20,15 @@ def test_an_index_outside_a_dense_arrays_shape_is_an_error_at_the_caller(scenari
     assert out.returncode != 0
     assert "PE 0, main" in out.stderr
     assert said in out.stderr, out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("options", [(), ("--lb-period", "0.3")])
+def test_main_waiting_on_a_future_nothing_can_resolve_ends_the_job(options):
+    out = run_job("errors", 3, "stuck_main", options=options)
+    assert out.returncode != 0
+    assert "main waits on Future(pe=0, id=" in out.stderr, out.stderr[-2000:]
+    assert "but no work is pending" in out.stderr
+
+
+def test_main_waiting_on_a_sleeping_element_a_sleep_or_quiescence_is_not_stuck():
+    run_ok("errors", 3, "alive")

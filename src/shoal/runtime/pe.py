@@ -148,6 +148,7 @@ class Runtime:
         self.idle = 0.0
         self.slept = 0.0  # of the idle time, asleep (the rest is spinning)
         self.work: tuple[Slot | None, str] | None = None  # what runs now, for error reports
+        self.probe_at = float("inf")  # PE 0: when the idle loop looks for a stuck main
         # queue entries: the bound methods the scheduler calls (compared by identity)
         self.run_invoke: Callable[[Slot, tuple], None] = self._run_invoke
         self.run_envelope: Callable[[tuple, None], None] = self._run_envelope
@@ -556,7 +557,9 @@ class Runtime:
         self.work = (None, "main")
         res = main(*args)
         if type(res) is CoroutineType:
-            self._step(Task(res, None, None, "main"), None)
+            task = Task(res, None, None, "main")
+            self.quiescence.watch(task)
+            self._step(task, None)
         else:
             self.exit()
 
@@ -618,6 +621,8 @@ class _Idle:
             rt.slept += time.perf_counter() - t
             if now - self.quiet > 10 * rt.poll_spin:  # idle for long: back off
                 self.sleep = min(2 * self.sleep, rt.poll_max)
+                if now > rt.probe_at:  # PE 0: is main stuck? (see collectives.quiescence)
+                    rt.quiescence.probe()
 
 
 class _TracedIdle(_Idle):

@@ -13,6 +13,10 @@ class Faulty(shoal.Chare):
     def ping(self):
         return shoal.my_pe()
 
+    async def later(self, fut, seconds):
+        await shoal.sleep(seconds)
+        fut.send(seconds)
+
 
 async def entry_method():
     f = shoal.Array(Faulty, 4)
@@ -30,6 +34,24 @@ async def outside_shape_2d():
     await arr[1, 3].ping(ret=True)
 
 
+async def stuck_main():
+    arr = shoal.Array(Faulty, 4)
+    await arr.ping(ret=True)
+    await shoal.future()  # nothing can resolve it
+
+
+async def alive():
+    """Not stuck: main waits on elements that sleep past the first probes, on a sleep
+    and on quiescence."""
+    arr = shoal.Array(Faulty, 4)
+    for wait in (1.5, 3.5):
+        fut = shoal.future()
+        arr[3].later(fut, wait)
+        assert await fut == wait
+    await shoal.sleep(2.5)
+    await shoal.quiescence()
+
+
 if __name__ == "__main__":
     main({"entry_method": entry_method, "outside_shape": outside_shape,
-          "outside_shape_2d": outside_shape_2d})
+          "outside_shape_2d": outside_shape_2d, "stuck_main": stuck_main, "alive": alive})
