@@ -32,3 +32,13 @@ def test_main_waiting_on_a_future_nothing_can_resolve_ends_the_job(options):
 
 def test_main_waiting_on_a_sleeping_element_a_sleep_or_quiescence_is_not_stuck():
     run_ok("errors", 3, "alive")
+
+
+def test_sys_exit_in_an_entry_method_ends_the_job_with_its_code_and_no_traceback():
+    out = run_job("errors", 3, "exit_3")
+    assert out.returncode == 3, out.stderr[-2000:]
+    assert "PE 2, Faulty[3].quit: sys.exit(3)" in out.stderr
+    assert "Traceback" not in out.stderr
+    out = run_job("errors", 3, "exit_0")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and "Abort" not in out.stderr

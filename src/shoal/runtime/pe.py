@@ -182,7 +182,7 @@ class Runtime:
             self.balancer.start()
             if self.pe == 0 and main is not None:
                 self.push(0, self._run_main, main, args)
-            self._loop()
+            self._serve()
             self._finish()
         except BaseException as exc:
             self._abort(exc)
@@ -193,6 +193,21 @@ class Runtime:
         """End the job on every PE."""
         self.send(0, (EXIT_REQ,))
 
+    def _serve(self) -> None:
+        """The scheduler until the job ends; ``sys.exit(0)`` (or ``sys.exit()``) in an
+        entry method or main ends the job as :meth:`exit` does (another code: :meth:`_abort`
+        ends it with that code)."""
+        while True:
+            try:
+                self._loop()
+                return
+            except SystemExit as exc:
+                if exc.code not in (None, 0):
+                    raise
+                self.current = self.work = None
+                self.direct = False
+                self.exit()
+
     def _abort(self, exc: BaseException) -> None:
         where = f"PE {self.pe}"
         if self.work is not None:
@@ -201,10 +216,15 @@ class Runtime:
                 where += f", {slot.coll.cls.__name__}{list(slot.index)}.{method}"
             else:
                 where += f", {method}"
-        text = "".join(traceback.format_exception(exc))
+        code = 1
+        if isinstance(exc, SystemExit):  # deliberate: its code, no traceback
+            code = exc.code if isinstance(exc.code, int) else 1
+            text = f"sys.exit({exc.code!r})\n"
+        else:
+            text = "".join(traceback.format_exception(exc))
         sys.stderr.write(f"shoal: {where}: {text}")
         sys.stderr.flush()
-        self.net.comm.Abort(1)
+        self.net.comm.Abort(code)
 
     def _finish(self) -> None:
         """Let every send complete and every PE stop before the communicators go away."""

@@ -1,6 +1,8 @@
 """Failures that must end the job with a message (run by test_errors.py):
 ``python errors.py NAME``."""
 
+import sys
+
 from runner import main
 
 import shoal
@@ -12,6 +14,9 @@ class Faulty(shoal.Chare):
 
     def ping(self):
         return shoal.my_pe()
+
+    def quit(self, code):
+        sys.exit(code)
 
     async def later(self, fut, seconds):
         await shoal.sleep(seconds)
@@ -40,6 +45,18 @@ async def stuck_main():
     await shoal.future()  # nothing can resolve it
 
 
+async def exit_3():
+    arr = shoal.Array(Faulty, 4)
+    arr[3].quit(3)
+    await shoal.future()
+
+
+async def exit_0():
+    arr = shoal.Array(Faulty, 4)
+    arr[3].quit(0)
+    await shoal.future()
+
+
 async def alive():
     """Not stuck: main waits on elements that sleep past the first probes, on a sleep
     and on quiescence."""
@@ -54,4 +71,5 @@ async def alive():
 
 if __name__ == "__main__":
     main({"entry_method": entry_method, "outside_shape": outside_shape,
-          "outside_shape_2d": outside_shape_2d, "stuck_main": stuck_main, "alive": alive})
+          "outside_shape_2d": outside_shape_2d, "stuck_main": stuck_main, "alive": alive,
+          "exit_3": exit_3, "exit_0": exit_0})
