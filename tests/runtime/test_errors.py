@@ -42,3 +42,9 @@ def test_sys_exit_in_an_entry_method_ends_the_job_with_its_code_and_no_traceback
     out = run_job("errors", 3, "exit_0")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "Traceback" not in out.stderr and "Abort" not in out.stderr
+
+
+def test_a_future_sent_twice_names_the_element_that_sent_it():
+    out = run_job("errors", 3, "sent_twice")
+    assert out.returncode != 0
+    assert "received a second value from PE 2, Faulty[3].twice" in out.stderr, out.stderr

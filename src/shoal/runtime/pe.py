@@ -504,7 +504,14 @@ class Runtime:
 
     # ----------------------------------------------------------------- coroutines, futures
     def on_fut(self, env: tuple) -> None:
-        _, fid, value = env
+        _, fid, value, sender = env
+        if fid not in self.futures:  # a second value: name who sent it, not what runs here
+            pe, key, what = sender
+            self.work = None
+            if key is not None:
+                what = f"{self.colls[key[0]].cls.__name__}{list(key[1])}.{what}"
+            raise UsageError(f"future {fid} of PE {self.pe} received a second value from "
+                             f"PE {pe}, {what}")
         self.resolve(self.pe, fid, value)
 
     def future(self) -> Future:
@@ -526,7 +533,10 @@ class Runtime:
     def resolve(self, pe: int, fid: int, value: Any) -> None:
         """Give future ``fid`` of PE ``pe`` its value (sent there if it is another PE's)."""
         if pe != self.pe:
-            self.send(pe, (FUT, fid, value))
+            work = self.work  # the sender, named if the value is a second one
+            slot, what = (None, "runtime") if work is None else work
+            self.send(pe, (FUT, fid, value, (self.pe, None if slot is None else slot.key,
+                                             what)))
             return
         fut = self.futures.pop(fid, None)
         if fut is None:

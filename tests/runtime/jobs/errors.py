@@ -15,6 +15,10 @@ class Faulty(shoal.Chare):
     def ping(self):
         return shoal.my_pe()
 
+    def twice(self, fut):
+        fut.send(1)
+        fut.send(2)
+
     def quit(self, code):
         sys.exit(code)
 
@@ -57,6 +61,14 @@ async def exit_0():
     await shoal.future()
 
 
+async def sent_twice():
+    arr = shoal.Array(Faulty, 4)
+    fut = shoal.future()
+    arr[3].twice(fut)
+    assert await fut == 1
+    await shoal.future()
+
+
 async def alive():
     """Not stuck: main waits on elements that sleep past the first probes, on a sleep
     and on quiescence."""
@@ -72,4 +84,5 @@ async def alive():
 if __name__ == "__main__":
     main({"entry_method": entry_method, "outside_shape": outside_shape,
           "outside_shape_2d": outside_shape_2d, "stuck_main": stuck_main, "alive": alive,
-          "exit_3": exit_3, "exit_0": exit_0})
+          "exit_3": exit_3, "exit_0": exit_0,
+          "sent_twice": sent_twice})
