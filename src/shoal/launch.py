@@ -15,13 +15,16 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from shoal.errors import ShoalError, UsageError
 
@@ -73,18 +76,41 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
               env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``python argv...`` on ``nprocs`` ranks and wait at most ``timeout`` seconds (None:
     no limit). Output goes to this process's stdout/stderr. Raises :class:`UsageError` on a
-    timeout."""
+    timeout. SIGTERM, SIGINT and SIGHUP to this process go to mpiexec (which ends its
+    proxies and ranks), and this process waits for the job before it returns."""
     if nprocs < 1:
         raise UsageError(f"run at least 1 rank (got -n {nprocs})")
     launcher = (env or {}).get("SHOAL_MPIEXEC")
     cmd = [*(shlex.split(launcher) if launcher else mpiexec()), "-n", str(nprocs),
            sys.executable, *argv]
-    with removing_shm_leftovers():
+    with removing_shm_leftovers(), subprocess.Popen(cmd, env=env) as job, \
+            _forward_signals(job):
         try:
-            return subprocess.run(cmd, timeout=timeout, env=env, check=False)
+            code = job.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            job.kill()  # mpiexec's proxy ends the ranks
+            job.wait()
             raise UsageError(f"the MPI job did not finish within {timeout:.0f} s and was "
                              f"killed: {shlex.join(cmd)}") from None
+    return subprocess.CompletedProcess(cmd, code)
+
+
+@contextmanager
+def _forward_signals(job: subprocess.Popen) -> Iterator[None]:
+    """While ``job`` runs: the signals that would end this process go to it instead (from
+    the main thread only; elsewhere signals stay as they are)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    saved = {s: signal.getsignal(s) for s in sigs}
+    for s in sigs:
+        signal.signal(s, lambda signum, _frame: job.send_signal(signum))
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
 
 
 def require_mpi(command: str) -> None:
@@ -163,7 +189,7 @@ def run_shoal(nprocs: int, args: list[str], timeout: float | None) -> None:
 
 
 @contextmanager
-def abort_on_error(comm):
+def abort_on_error(comm: Any) -> Iterator[None]:
     """Inside a rank: an exception prints ``rank R: traceback`` on stderr (a user's mistake,
     :class:`ShoalError`: ``rank R: shoal: error: message``) and aborts every rank of
     ``comm``'s job, so that no other rank waits forever."""

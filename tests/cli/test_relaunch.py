@@ -1,8 +1,8 @@
 """Commands that launch themselves as MPI ranks hand every option the user gave to the ranks,
 without the launcher's -n (no MPI here: the mpiexec call is caught)."""
 
-import subprocess
 import sys
+from typing import ClassVar
 
 import click
 import pytest
@@ -33,15 +33,29 @@ RELAUNCHING = {
 }
 
 
+class FakeJob:
+    """Stands for the mpiexec process: records its command, ends at once with ``code``."""
+
+    calls: ClassVar[list] = []
+    code = 0
+
+    def __init__(self, cmd, **kwargs):
+        FakeJob.calls.append(cmd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def wait(self, timeout=None):
+        return self.code
+
+
 def launched(monkeypatch, args, nprocs):
     """Run ``shoal ARGS`` in this process; return the arguments of shoal on the ranks."""
-    calls = []
-
-    def fake_run(cmd, **kwargs):
-        calls.append(cmd)
-        return subprocess.CompletedProcess(cmd, 0)
-
-    monkeypatch.setattr(launch.subprocess, "run", fake_run)
+    calls = FakeJob.calls = []
+    monkeypatch.setattr(launch.subprocess, "Popen", FakeJob)
     cli.main(args, prog_name="shoal", standalone_mode=False)
     assert len(calls) == 1
     cmd = calls[0]
@@ -114,8 +128,8 @@ def test_demo_runs_the_gossip_service_with_its_settings(monkeypatch):
 
 
 def test_a_failed_job_is_a_usage_error(monkeypatch):
-    monkeypatch.setattr(launch.subprocess, "run",
-                        lambda cmd, **kw: subprocess.CompletedProcess(cmd, 3))
+    monkeypatch.setattr(launch.subprocess, "Popen", FakeJob)
+    monkeypatch.setattr(FakeJob, "code", 3)
     with pytest.raises(launch.UsageError, match="exit code 3"):
         cli.main(["gossip", "run", "-n", "2"], prog_name="shoal", standalone_mode=False)
 

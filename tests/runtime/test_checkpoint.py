@@ -127,8 +127,8 @@ def damaged(reference, tmp_path, how: str) -> Path:
 def test_shoal_run_refuses_a_damaged_checkpoint_in_one_line_naming_the_file(
         reference, tmp_path, how, names, says):
     where = damaged(reference, tmp_path, how)
-    out = failing([sys.executable, "-m", "shoal", "run", "-n", "2", str(JOB), "ring",
-                   str(tmp_path / "x"), "plain", "--restart", str(where)])
+    out = failing([sys.executable, "-m", "shoal", "run", "-n", "2", "--restart", str(where),
+                   str(JOB), "ring", str(tmp_path / "x"), "plain"])
     assert out.returncode == 2
     line = out.stderr.strip()
     assert "\n" not in line and line.startswith("shoal: error: ")

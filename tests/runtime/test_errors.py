@@ -1,6 +1,7 @@
-"""A failure in an entry method on 3 ranks (jobs/errors.py)."""
+"""Failures that must end the job with a message and a non-zero exit (jobs/errors.py)."""
 
-from mpi_jobs import run_job
+import pytest
+from mpi_jobs import run_job, run_ok
 
 
 def test_an_exception_in_an_entry_method_ends_the_job_with_pe_element_and_traceback():
@@ -8,3 +9,42 @@ def test_an_exception_in_an_entry_method_ends_the_job_with_pe_element_and_traceb
     assert out.returncode != 0
     assert "PE 2, Faulty[3].boom" in out.stderr
     assert "ValueError: deliberate failure in an entry method" in out.stderr
+
+
+@pytest.mark.parametrize(("scenario", "said"), [
+    ("outside_shape", "index (100,) lies outside the shape (4,)"),
+    ("outside_shape_2d", "index (1, 3) lies outside the shape (2, 3)"),
+])
+def test_an_index_outside_a_dense_arrays_shape_is_an_error_at_the_caller(scenario, said):
+    out = run_job("errors", 2, scenario)
+    assert out.returncode != 0
+    assert "PE 0, main" in out.stderr
+    assert said in out.stderr, out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("options", [(), ("--lb-period", "0.3")])
+def test_main_waiting_on_a_future_nothing_can_resolve_ends_the_job(options):
+    out = run_job("errors", 3, "stuck_main", options=options)
+    assert out.returncode != 0
+    assert "main waits on Future(pe=0, id=" in out.stderr, out.stderr[-2000:]
+    assert "but no work is pending" in out.stderr
+
+
+def test_main_waiting_on_a_sleeping_element_a_sleep_or_quiescence_is_not_stuck():
+    run_ok("errors", 3, "alive")
+
+
+def test_sys_exit_in_an_entry_method_ends_the_job_with_its_code_and_no_traceback():
+    out = run_job("errors", 3, "exit_3")
+    assert out.returncode == 3, out.stderr[-2000:]
+    assert "PE 2, Faulty[3].quit: sys.exit(3)" in out.stderr
+    assert "Traceback" not in out.stderr
+    out = run_job("errors", 3, "exit_0")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and "Abort" not in out.stderr
+
+
+def test_a_future_sent_twice_names_the_element_that_sent_it():
+    out = run_job("errors", 3, "sent_twice")
+    assert out.returncode != 0
+    assert "received a second value from PE 2, Faulty[3].twice" in out.stderr, out.stderr

@@ -19,3 +19,7 @@ def test_broadcast_with_ret_right_behind_insertion_and_deletion_waits_only_for_l
 @pytest.mark.parametrize("ranks", [1, 2, 4])
 def test_an_inserted_elements_constructor_contributes_to_the_inserters_reduction(ranks):
     run_ok("insertion", ranks, "constructor_contributes")
+
+
+def test_an_element_inserted_outside_a_dense_arrays_shape_is_named_on_every_pe():
+    run_ok("insertion", 3, "outside_the_shape")

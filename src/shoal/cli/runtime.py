@@ -8,7 +8,8 @@ import sys
 import click
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command(context_settings={"ignore_unknown_options": True,
+                                 "allow_interspersed_args": False})
 @click.option("-n", "nprocs", default=2, show_default=True, help="Number of PEs (MPI ranks).")
 @click.option("--timeout", default=None, help="Kill the job after this long (e.g. 10min).")
 @click.option("--lb", "strategy", default=None,
@@ -62,7 +63,8 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     `python PROGRAM` directly instead (set SHOAL_LB, SHOAL_LB_AUTO=1, SHOAL_LB_PERIOD,
     SHOAL_LB_DUMP, SHOAL_TRACE, SHOAL_RESTART, SHOAL_CHECKPOINT_EVERY and
     SHOAL_CHECKPOINT_DIR, or pass lb=, lb_auto=, lb_period=, lb_dump=, trace=, restart=,
-    checkpoint_every= and checkpoint_dir= to shoal.start)."""
+    checkpoint_every= and checkpoint_dir= to shoal.start). Everything after PROGRAM is the
+    program's (shoal run -n 2 prog.py -n 3: the program sees -n 3)."""
     from shoal.units import parse_duration
 
     limit = None if timeout is None else parse_duration(timeout, "--timeout")

@@ -278,7 +278,8 @@ class Checkpoints:
                          "at_sync": coll.at_sync, "bcast_count": coll.bcast_count,
                          "size": coll.size, "size_events": coll.size_events,
                          "members": coll.members, "next_red": coll.next_red,
-                         "completed": coll.completed, "rets": coll.rets})
+                         "completed": coll.completed, "rets": coll.rets,
+                         "outside": coll.outside})
         writer = shards.ShardWriter(tmp, "main")
         try:
             runtime = {"synced": sorted(self.rt.balancer.synced)}
@@ -460,6 +461,7 @@ class Checkpoints:
         coll = Collection(cid, m["kind"], m["cls"], m["ndims"], dims, mapping, rt.npes,
                           m["at_sync"])
         coll.bcast_count = m["bcast_count"]
+        coll.outside = coll.announced = m.get("outside", False)
         deleted = set().union(*(info["colls"][cid]["deleted"] for info in infos))
         coll.deleted = {index for index in deleted if coll.home(index) == rt.pe}
         if rt.pe == 0:

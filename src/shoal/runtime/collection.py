@@ -102,7 +102,10 @@ class Collection:
         self.dims = dims
         self.map = mapping
         self.npes = npes
-        self.proxy = proxy_classes(cls)[1](cid, ndims)
+        self.proxy = proxy_classes(cls)[1](cid, ndims, dims)
+        # an element was inserted outside ``dims``: proxies stop refusing such indices
+        self.outside = False
+        self.announced = False  # the root: it has told every PE so
         self.local: dict[tuple[int, ...], Slot] = {}
         self.cache: dict[tuple[int, ...], int] = {}
         self.forward: dict[tuple[int, ...], int] = {}

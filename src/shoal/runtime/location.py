@@ -28,6 +28,7 @@ from shoal.runtime.protocol import (
     I_METHOD,
     INSERT,
     INVOKE,
+    OUTSIDE,
     SIZE,
     children,
     parent,
@@ -114,6 +115,10 @@ class Location:
         rt = self.rt
         if pe is not None and not (isinstance(pe, int) and 0 <= pe < rt.npes):
             raise UsageError(f"pe must lie in [0, {rt.npes}) (got {pe!r})")
+        if proxy.dims is not None and _outside(index, proxy.dims):
+            coll = rt.colls.get(proxy.cid)
+            if coll is not None:
+                coll.outside = True  # this PE may name it at once (others: on_outside)
         slot = rt.current
         start = slot.redno if slot is not None and slot.coll.cid == proxy.cid else None
         self.on_insert((INSERT, proxy.cid, index, args, pe, start))
@@ -133,6 +138,9 @@ class Location:
             start = coll.next_red
         coll.size_events.append((start, 1))
         coll.members += 1
+        if coll.dims is not None and not coll.announced and _outside(index, coll.dims):
+            coll.announced = True
+            self.on_outside((OUTSIDE, cid))
         dest = coll.home(index) if pe is None else pe
         self.rt.send(dest, (CREATE_ONE, cid, index, args, start, coll.bcast_count))
 
@@ -169,6 +177,18 @@ class Location:
         rt.send(coll.home(slot.index), (DELETED, coll.cid, slot.index))
         rt.send(0, (SIZE, coll.cid, slot.redno, last, -1))
         rt.reductions.recheck(coll)
+
+    def on_outside(self, env: tuple) -> None:
+        """Down the tree from the root: the dense array has elements outside its shape
+        (sent once per array, at the first such insertion)."""
+        _, cid = env
+        rt = self.rt
+        coll = rt.collection(cid, env)
+        if coll is None:
+            return
+        coll.outside = True
+        for child in children(rt.pe, 0, rt.npes):
+            rt.send(child, env)
 
     def on_deleted(self, env: tuple) -> None:
         _, cid, index = env
@@ -253,3 +273,8 @@ class Location:
                 coll.absent.setdefault(index, []).append(env)
                 return
         rt.send(dest, (*env[:I_HOPS], env[I_HOPS] + 1))
+
+
+def _outside(index: tuple[int, ...], dims: tuple[int, ...]) -> bool:
+    return len(index) != len(dims) or not all(0 <= i < d for i, d in zip(index, dims,
+                                                                          strict=True))

@@ -157,6 +157,7 @@ class Runtime:
         self.idle = 0.0
         self.slept = 0.0  # of the idle time, asleep (the rest is spinning)
         self.work: tuple[Slot | None, str] | None = None  # what runs now, for error reports
+        self.probe_at = float("inf")  # PE 0: when the idle loop looks for a stuck main
         # queue entries: the bound methods the scheduler calls (compared by identity)
         self.run_invoke: Callable[[Slot, tuple], None] = self._run_invoke
         self.run_envelope: Callable[[tuple, None], None] = self._run_envelope
@@ -191,7 +192,7 @@ class Runtime:
             self.balancer.start()
             if self.pe == 0 and main is not None:
                 self.push(0, self._run_main, main, args)
-            self._loop()
+            self._serve()
             self._finish()
         except BaseException as exc:
             if self.ft and is_failure(exc):
@@ -204,6 +205,21 @@ class Runtime:
         """End the job on every PE."""
         self.send(0, (EXIT_REQ,))
 
+    def _serve(self) -> None:
+        """The scheduler until the job ends; ``sys.exit(0)`` (or ``sys.exit()``) in an
+        entry method or main ends the job as :meth:`exit` does (another code: :meth:`_abort`
+        ends it with that code)."""
+        while True:
+            try:
+                self._loop()
+                return
+            except SystemExit as exc:
+                if exc.code not in (None, 0):
+                    raise
+                self.current = self.work = None
+                self.direct = False
+                self.exit()
+
     def _abort(self, exc: BaseException) -> None:
         where = f"PE {self.pe}"
         if self.work is not None:
@@ -212,10 +228,15 @@ class Runtime:
                 where += f", {slot.coll.cls.__name__}{list(slot.index)}.{method}"
             else:
                 where += f", {method}"
-        text = "".join(traceback.format_exception(exc))
+        code = 1
+        if isinstance(exc, SystemExit):  # deliberate: its code, no traceback
+            code = exc.code if isinstance(exc.code, int) else 1
+            text = f"sys.exit({exc.code!r})\n"
+        else:
+            text = "".join(traceback.format_exception(exc))
         sys.stderr.write(f"shoal: {where}: {text}")
         sys.stderr.flush()
-        self.net.comm.Abort(1)
+        self.net.comm.Abort(code)
 
     def _finish(self) -> None:
         """Let every send complete and every PE stop before the communicators go away."""
@@ -495,7 +516,14 @@ class Runtime:
 
     # ----------------------------------------------------------------- coroutines, futures
     def on_fut(self, env: tuple) -> None:
-        _, fid, value = env
+        _, fid, value, sender = env
+        if fid not in self.futures:  # a second value: name who sent it, not what runs here
+            pe, key, what = sender
+            self.work = None
+            if key is not None:
+                what = f"{self.colls[key[0]].cls.__name__}{list(key[1])}.{what}"
+            raise UsageError(f"future {fid} of PE {self.pe} received a second value from "
+                             f"PE {pe}, {what}")
         self.resolve(self.pe, fid, value)
 
     def future(self) -> Future:
@@ -517,7 +545,10 @@ class Runtime:
     def resolve(self, pe: int, fid: int, value: Any) -> None:
         """Give future ``fid`` of PE ``pe`` its value (sent there if it is another PE's)."""
         if pe != self.pe:
-            self.send(pe, (FUT, fid, value))
+            work = self.work  # the sender, named if the value is a second one
+            slot, what = (None, "runtime") if work is None else work
+            self.send(pe, (FUT, fid, value, (self.pe, None if slot is None else slot.key,
+                                             what)))
             return
         fut = self.futures.pop(fid, None)
         if fut is None:
@@ -568,7 +599,9 @@ class Runtime:
         self.work = (None, "main")
         res = main(*args)
         if type(res) is CoroutineType:
-            self._step(Task(res, None, None, "main"), None)
+            task = Task(res, None, None, "main")
+            self.quiescence.watch(task)
+            self._step(task, None)
         else:
             self.exit()
 
@@ -630,6 +663,8 @@ class _Idle:
             rt.slept += time.perf_counter() - t
             if now - self.quiet > 10 * rt.poll_spin:  # idle for long: back off
                 self.sleep = min(2 * self.sleep, rt.poll_max)
+                if now > rt.probe_at:  # PE 0: is main stuck? (see collectives.quiescence)
+                    rt.quiescence.probe()
 
 
 class _TracedIdle(_Idle):

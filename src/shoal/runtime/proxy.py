@@ -17,6 +17,7 @@ after a large message has run the caches cold.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
@@ -71,21 +72,36 @@ class ElementProxy:
 
 
 class CollectionProxy:
-    """A chare array or group. Index it for an element; call a method on it to broadcast."""
+    """A chare array or group. Index it for an element; call a method on it to broadcast.
 
-    __slots__ = ("cid", "ndims")
+    ``dims``: the shape of a dense array or group (None for an array filled by insertion).
+    An index outside it is an error here, where the element proxy is made (a message to it
+    would wait forever at a home that has no such element), unless this PE has seen an
+    element inserted outside the shape (:meth:`Collection.grown`)."""
+
+    __slots__ = ("_bound", "cid", "dims", "ndims")
     _chare: ClassVar[type[Chare] | None] = None
     # the element proxy class of the same chare class
     _element: ClassVar[type[ElementProxy]] = ElementProxy
 
-    def __init__(self, cid: int, ndims: int):
+    def __init__(self, cid: int, ndims: int, dims: tuple[int, ...] | None = None):
         self.cid = cid
         self.ndims = ndims
+        self.dims = dims
+        # ints in [0, _bound) take the short path: the extent of a dense 1-D array, any
+        # such int for a sparse one, none with more dimensions
+        self._bound = -1 if ndims != 1 else sys.maxsize if dims is None else dims[0]
 
     def __getitem__(self, index: int | tuple[int, ...]) -> ElementProxy:
-        if type(index) is int and self.ndims == 1:
+        if type(index) is int and 0 <= index < self._bound:  # (as cheap as it was)
             return self._element(self.cid, (index,))
-        return self._element(self.cid, normalize(index, self.ndims))
+        index = normalize(index, self.ndims)
+        dims = self.dims
+        if dims is not None:
+            for i, d in zip(index, dims, strict=True):
+                if not 0 <= i < d:
+                    return self._element(self.cid, _outside(self, index))
+        return self._element(self.cid, index)
 
     def __getattr__(self, name: str) -> Any:  # Any: entry methods are made at run time
         raise AttributeError(_missing(self._chare, name))
@@ -109,10 +125,21 @@ class CollectionProxy:
         return hash(self.cid)
 
     def __reduce__(self) -> tuple[Callable[..., CollectionProxy], tuple[Any, ...]]:
-        return (_rebuild_collection, (self._chare, self.cid, self.ndims))
+        return (_rebuild_collection, (self._chare, self.cid, self.ndims, self.dims))
 
     def __repr__(self) -> str:  # the class is named f"{chare.__name__}Proxy"
         return f"{type(self).__name__}({self.cid})"
+
+
+def _outside(proxy: CollectionProxy, index: tuple[int, ...]) -> tuple[int, ...]:
+    """``index`` lies outside the shape of ``proxy``'s dense array: an error, unless this
+    PE knows that elements were inserted outside the shape (or holds that element)."""
+    coll = current().colls.get(proxy.cid)
+    if coll is not None and (coll.outside or index in coll.local):
+        return index
+    name = proxy._chare.__name__ if proxy._chare is not None else "the array"
+    raise UsageError(f"{name}: index {index} lies outside the shape {proxy.dims} of the "
+                     "array (no such element; insert it first, or index within the shape)")
 
 
 def _missing(chare: type[Chare] | None, name: str) -> str:
@@ -193,5 +220,6 @@ def _rebuild_element(chare: type[Chare], cid: int, index: tuple[int, ...]) -> El
     return proxy_classes(chare)[0](cid, index)
 
 
-def _rebuild_collection(chare: type[Chare], cid: int, ndims: int) -> CollectionProxy:
-    return proxy_classes(chare)[1](cid, ndims)
+def _rebuild_collection(chare: type[Chare], cid: int, ndims: int,
+                        dims: tuple[int, ...] | None = None) -> CollectionProxy:
+    return proxy_classes(chare)[1](cid, ndims, dims)

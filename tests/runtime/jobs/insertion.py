@@ -129,6 +129,26 @@ async def constructor_contributes():
     return sums
 
 
+class Asker(shoal.Chare):
+    async def ask(self, index):
+        return await self.thisProxy[index].where(ret=True)
+
+    def where(self):
+        return self.thisIndex, shoal.my_pe()
+
+
+async def outside_the_shape():
+    """An element inserted outside a dense array's shape may be named on every PE (other
+    indices outside the shape are refused at the caller until then: test_errors.py)."""
+    arr = shoal.Array(Asker, 3)
+    arr.insert(7, pe=shoal.num_pes() - 1)
+    assert await arr[7].where(ret=True) == ((7,), shoal.num_pes() - 1)
+    await shoal.quiescence()  # the news reached every PE
+    got = [await arr[i].ask(7, ret=True) for i in range(3)]
+    assert got == [((7,), shoal.num_pes() - 1)] * 3, got
+
+
 if __name__ == "__main__":
     main({"messages": messages, "counts": counts, "racing_broadcast": racing_broadcast,
-          "constructor_contributes": constructor_contributes})
+          "constructor_contributes": constructor_contributes,
+          "outside_the_shape": outside_the_shape})
