@@ -4,7 +4,12 @@ balancer at sync points against the same work with no balancing, jobs interleave
 would take (work / PEs). Targets (issue: load balancing): with greedy_refine at least 1.35x
 faster than without, and within 15% of the perfectly balanced time.
 
+LeanMD (examples/leanmd.py, seed 002 IV-B) on 2 PEs from a clustered start: time per step
+with greedy_refine at sync points against no balancing, same interleaving and medians; target
+at least 1.25x. Its runs must end in the same checksum (balancing changes no bit).
+
 Usage: python benchmarks/lb_apps.py [--runs 3] [--n 2048] [--blocks 8] [--iters 60]
+       [--pairs stencil,leanmd] [--md-cells 4] [--md-atoms 1000] [--md-steps 100]
 """
 
 import argparse
@@ -18,6 +23,10 @@ from pathlib import Path
 from shoal.launch import mpiexec
 
 APP = Path(__file__).resolve().parent.parent / "examples" / "stencil_hotspot.py"
+LEANMD = APP.with_name("leanmd.py")
+MD_LINE = re.compile(r"([\d.]+) ms per step; (\d+) element migrations, ([\d.]+) s in LB")
+MD_SUM = re.compile(r"checksum (\S+)")
+MD_LOAD = re.compile(r"max/avg PE load ([\d.]+) before the first LB step, ([\d.]+) after")
 LINE = re.compile(r"([\d.]+) ms per iteration; work ([\d.]+) ms per iteration, perfectly "
                   r"balanced ([\d.]+) ms")
 
@@ -38,6 +47,54 @@ def run(args: argparse.Namespace, strategy: str | None) -> tuple[float, float]:
     return float(m.group(1)), float(m.group(3))
 
 
+def leanmd_run(args: argparse.Namespace, lb: bool) -> dict:
+    """One LeanMD job on 2 PEs: ms per step, element migrations, LB seconds, checksum and
+    (with LB) max/avg PE load before the first step and after the last."""
+    cmd = [*mpiexec(), "-n", "2", sys.executable, str(LEANMD), "--cells", str(args.md_cells),
+           "--atoms", str(args.md_atoms), "--cutoff", str(args.md_cutoff), "--steps",
+           str(args.md_steps), "--lb-every", str(args.md_lb_every if lb else 0)]
+    env = dict(os.environ, SHOAL_LB="greedy_refine") if lb else None
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env,
+                         check=True).stdout
+    m, c = MD_LINE.search(out), MD_SUM.search(out)
+    if m is None or c is None:
+        raise RuntimeError(f"unexpected output: {out}")
+    load = MD_LOAD.search(out)
+    return {"ms": float(m.group(1)), "migrations": int(m.group(2)), "lb_s": float(m.group(3)),
+            "checksum": c.group(1), "load": load and (float(load.group(1)),
+                                                     float(load.group(2)))}
+
+
+def leanmd_pair(args: argparse.Namespace) -> None:
+    """LeanMD with greedy_refine against no balancing, interleaved, medians of ``runs``."""
+    res: dict[bool, list[dict]] = {False: [], True: []}
+    for k in range(args.runs):
+        for lb in (False, True):
+            res[lb].append(leanmd_run(args, lb))
+            print(f"leanmd run {k + 1}/{args.runs} {'LB' if lb else 'no LB'}: "
+                  f"{res[lb][-1]['ms']:.1f} ms/step", file=sys.stderr, flush=True)
+    print(f"LeanMD, {args.md_cells}^3 cells, {args.md_atoms} atoms per cell on average "
+          f"(clustered), cutoff {args.md_cutoff}, 2 PEs, {args.md_steps} steps, sync every "
+          f"{args.md_lb_every}, medians of {args.runs}")
+    med = {}
+    for lb in (False, True):
+        t = [r["ms"] for r in res[lb]]
+        med[lb] = statistics.median(t)
+        line = (f"  {'greedy_refine' if lb else 'no balancing':16} {med[lb]:7.1f} ms/step "
+                f"({min(t):.1f}-{max(t):.1f})")
+        if lb:
+            loads = [r["load"] for r in res[lb] if r["load"]]
+            line += (f"; speed-up {med[False] / med[lb]:.2f}x (target >= 1.25); "
+                     f"{statistics.median(r['migrations'] for r in res[lb]):.0f} migrations, "
+                     f"{statistics.median(r['lb_s'] for r in res[lb]):.2f} s in LB steps")
+            if loads:
+                line += (f"; max/avg PE load {statistics.median(x[0] for x in loads):.2f} "
+                         f"before, {statistics.median(x[1] for x in loads):.2f} after")
+        print(line)
+    sums = {r["checksum"] for r in res[False] + res[True]}
+    print(f"  checksums {'all equal' if len(sums) == 1 else 'DIFFER: ' + ', '.join(sums)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -47,7 +104,18 @@ def main() -> None:
     ap.add_argument("--lb-every", type=int, default=10)
     ap.add_argument("--lb", action="append", help="strategy to compare (repeat the option; "
                     "default: greedy_refine and refine)")
+    ap.add_argument("--pairs", default="stencil,leanmd", help="which pairs to run")
+    ap.add_argument("--md-cells", type=int, default=4, help="LeanMD cells per dimension")
+    ap.add_argument("--md-atoms", type=int, default=1000, help="LeanMD atoms per cell")
+    ap.add_argument("--md-cutoff", type=float, default=10.5)
+    ap.add_argument("--md-steps", type=int, default=100)
+    ap.add_argument("--md-lb-every", type=int, default=10)
     args = ap.parse_args()
+    pairs = args.pairs.split(",")
+    if "leanmd" in pairs:
+        leanmd_pair(args)
+    if "stencil" not in pairs:
+        return
     strategies: list[str | None] = [None, *(args.lb or ["greedy_refine", "refine"])]
     res: dict[str | None, list[tuple[float, float]]] = {s: [] for s in strategies}
     for _ in range(args.runs):

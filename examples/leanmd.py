@@ -60,9 +60,13 @@ async def main(p: Params, out: str | None) -> None:
           f"{r.seconds_per_step * 1e3:.2f} ms per step; {moved} element migrations, "
           f"{lb_time:.2f} s in LB steps; {r.moved} atom moves between cells")
     ok = "ok" if r.drift <= ENERGY_TOLERANCE else "ABOVE TOLERANCE"
-    print(f"energy drift {r.drift:.3e} (tolerance {ENERGY_TOLERANCE:.0e}, {ok}); "
+    print(f"energy drift {r.drift:.3e} per atom (tolerance {ENERGY_TOLERANCE:.0e}, {ok}); "
           f"farthest stray {r.stray:.3f} (skin/2 {p.skin / 2:.3f}); "
           f"checksum {r.checksum():.12e}")
+    measured = [s["after_measured"] for s in r.lb if s["after_measured"] is not None]
+    if measured:
+        print(f"max/avg PE load {r.lb[0]['before']:.2f} before the first LB step, "
+              f"{measured[-1]:.2f} after the last measured one")
     if r.stray > p.skin / 2:
         print("warning: an atom strayed farther than skin/2 outside its cell, pairs may "
               "have been missed: raise --skin or lower --migrate-every", flush=True)

@@ -15,8 +15,10 @@ compute grows with the product of its two cells' atom counts (Section IV-B 2).
 
 Units are reduced Lennard-Jones units (sigma = epsilon = mass = 1), the box is periodic.
 The potential is the shifted-force form ``V(r) - V(rc) + (r - rc) F(rc)`` (both energy and
-force go to zero at the cutoff), so velocity Verlet conserves the total energy; the drift
-is reported and checked against :data:`ENERGY_TOLERANCE`.
+force go to zero at the cutoff), so velocity Verlet conserves the total energy; its drift,
+the largest ``|E(t) - E(0)|`` per atom, is reported and checked against
+:data:`ENERGY_TOLERANCE` (per atom, not relative to ``E(0)``: kinetic and potential energy
+nearly cancel in a dense cluster, so ``E(0)`` can be close to zero).
 
 Results do not depend on the number of PEs nor on where the balancer puts the elements: a
 cell adds its 27 force parts in a fixed order (not in arrival order), keeps its atoms sorted
@@ -45,8 +47,10 @@ SLOT = {d: k for k, d in enumerate(OFFSETS)}
 # ones, so every unordered pair of neighbouring cells has exactly one compute
 HALF: tuple[tuple[int, int, int], ...] = tuple(d for d in OFFSETS if d >= (0, 0, 0))
 
-# largest |E(t) - E(0)| / |E(0)| the app accepts (dt <= 0.005, shifted-force potential)
-ENERGY_TOLERANCE = 1e-3
+# largest |E(t) - E(0)| per atom (epsilon) the app accepts with dt <= 0.004: velocity
+# Verlet's error grows as dt^2 (measured: 6e-4 at dt = 0.004 from a dense clustered start,
+# 1.5e-4 at dt = 0.002)
+ENERGY_TOLERANCE = 2e-3
 MIN_SPACING = 1.0  # closest lattice spacing of the initial placement, in sigma
 
 
@@ -106,8 +110,9 @@ class Params:
 # ----------------------------------------------------------------- the initial state
 def atom_counts(p: Params) -> np.ndarray:
     """Atoms per cell (row-major cell order). Uniform: ``atoms`` everywhere. Clustered: a
-    Gaussian cluster centred at a quarter of the box, ``2 * atoms`` at its centre down to
-    ``atoms / 4`` far away (the load of a compute grows with the product of its cells')."""
+    Gaussian cluster (width a fifth of the box) centred at a quarter of the box, ``2 *
+    atoms`` at its centre down to ``atoms / 8`` far away (the load of a compute grows with
+    the product of its cells')."""
     n = p.cells
     if p.distribution == "uniform":
         return np.full(n**3, p.atoms, np.int64)
@@ -115,8 +120,8 @@ def atom_counts(p: Params) -> np.ndarray:
     centre = np.minimum(np.abs(centre), 1 - np.abs(centre))  # periodic distance, in boxes
     d2 = (centre[:, None, None] ** 2 + centre[None, :, None] ** 2
           + centre[None, None, :] ** 2).ravel()
-    g = np.exp(-d2 / (2 * 0.15**2))
-    return np.maximum(1, np.rint(p.atoms * (0.25 + 1.75 * g))).astype(np.int64)
+    g = np.exp(-d2 / (2 * 0.2**2))
+    return np.maximum(1, np.rint(p.atoms * (0.125 + 1.875 * g))).astype(np.int64)
 
 
 def cell_atoms(p: Params, cell: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -440,9 +445,9 @@ class Result:
 
     @property
     def drift(self) -> float:
-        """Largest relative change of the total energy from step 0."""
+        """Largest change of the total energy from step 0, per atom (epsilon)."""
         e = self.energies
-        return float(np.abs(e - e[0]).max() / abs(e[0]))
+        return float(np.abs(e - e[0]).max() / len(self.ids))
 
     def checksum(self) -> float:
         """A digest of the final state (exact sum, id order): equal runs print equal ones."""
