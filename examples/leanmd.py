@@ -13,6 +13,8 @@ default greedy_refine) moves computes and cells. Run:
 Prints the energy at every migration step, then the time per step, the energy drift against
 its tolerance and a checksum of the final state (equal for equal runs, whatever the PEs and
 the balancing). ``--out final.npz`` saves the final atoms (ids, x, v, f) and the energies.
+``--cpu-stats`` makes the balancer weigh CPU seconds instead of wall seconds: on a machine
+shared with other programs, the time they take from a core is not this program's load.
 """
 
 import argparse
@@ -41,6 +43,8 @@ def parse(argv: list[str]) -> tuple[Params, argparse.Namespace]:
     ap.add_argument("--temperature", type=float, default=d.temperature)
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--out", help="save the final atoms and the energies (.npz)")
+    ap.add_argument("--cpu-stats", action="store_true", help="balance CPU seconds, not wall "
+                    "seconds (on a shared machine, time other processes take is not load)")
     a = ap.parse_args(argv)
     p = Params(a.cells, a.atoms, a.steps, a.cutoff, a.skin, a.dt, a.migrate_every, a.lb_every,
                a.distribution, a.temperature, a.seed)
@@ -85,4 +89,4 @@ if __name__ == "__main__":
         if MPI.COMM_WORLD.Get_rank() == 0:
             print(f"leanmd: {e}", file=sys.stderr)
         sys.exit(2)
-    shoal.start(main, params, args.out)
+    shoal.start(main, params, args.out, cpu_stats=args.cpu_stats)
