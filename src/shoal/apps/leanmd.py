@@ -269,8 +269,8 @@ class Compute(shoal.Chare):
         # the image of b next to a, as a displacement of b's positions
         self.shift = np.array([(aa + dd - bb) * p.side for aa, dd, bb in zip(a, d, b,
                                                                                 strict=True)])
-        self.slot_a = SLOT[d]  # type: ignore[index]
-        self.slot_b = SLOT[tuple(-k for k in d)]  # type: ignore[index]
+        self.slot_a = SLOT[d]
+        self.slot_b = SLOT[tuple(-k for k in d)]
         self.waiting: list[Any] = [None, None]
 
     def positions(self, step: int, side: int, x: np.ndarray) -> None:
