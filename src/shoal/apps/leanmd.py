@@ -407,7 +407,7 @@ class Cell(shoal.Chare):
         """The first half kick and the drift of the next step, then its positions out."""
         dt = self.p.dt
         self.v += 0.5 * dt * self.f
-        self.x = self.x + dt * self.v
+        self.x = self.x + dt * self.v  # a new array: computes on this PE hold the old one
         self.step += 1
         self._send_positions()
 
