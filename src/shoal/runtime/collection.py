@@ -48,7 +48,7 @@ class Slot:
         "out",
         "redno",
         "stats",
-        "sync_mark",
+        "sync",
         "waiting",
     )
 
@@ -73,16 +73,18 @@ class Slot:
         self.allreduce: deque[Future] = deque()  # futures of this element's pending allreduces
         self.stats: dict[str, list[float]] = {}  # method -> [calls, wall seconds, cpu seconds]
         self.lb_mark = 0.0  # its seconds in entry methods at the last balancing step
-        self.sync_mark = 0.0  # its seconds in entry methods at its last at_sync()
+        # at_sync(): [its seconds in entry methods at its last call, its smoothed load per
+        # iteration (-1: none yet), iterations since the last balancing step]
+        self.sync = [0.0, -1.0, 0]
 
     def pack(self, queued: list[Any]) -> tuple[Any, ...]:
         """The migrating state (the object itself travels beside it)."""
         return (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan,
-                self.stats, self.lb_mark, self.sync_mark, queued)
+                self.stats, self.lb_mark, self.sync, queued)
 
     def unpack(self, state: tuple[Any, ...]) -> list[Any]:
         (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan, self.stats,
-         self.lb_mark, self.sync_mark, queued) = state
+         self.lb_mark, self.sync, queued) = state
         return queued
 
 

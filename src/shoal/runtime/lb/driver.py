@@ -73,6 +73,7 @@ def _add_loads(a: dict[int, float], b: dict[int, float]) -> dict[int, float]:
 # previous at_sync() (wall seconds, CPU with cpu_stats), summed per PE (the PE loads of the
 # iteration, for lb="auto")
 SYNC = Reducer("_at_sync", _add_loads)
+RECENT = 0.5  # weight of the newest iteration in an element's smoothed load per iteration
 
 
 class Synced:
@@ -171,8 +172,12 @@ class Balancer:
                              "shoal.Array(..., at_sync=True) to balance at sync points")
         col = 2 if self.rt.cpu_stats else 1
         total = sum(st[col] for st in slot.stats.values())
-        load = total - slot.sync_mark
-        slot.sync_mark = total
+        sync = slot.sync
+        load = total - sync[0]  # (the running call counts at its return: see _period_load)
+        sync[0] = total
+        if sync[2] or sync[1] >= 0:  # (the first call measures what came before iteration 1)
+            sync[1] = load if sync[1] < 0 else sync[1] + RECENT * (load - sync[1])
+        sync[2] += 1
         self.rt.reductions.add_contribution(slot, {self.rt.pe: load}, SYNC,
                                             Synced(slot.coll.cid))
 
@@ -309,8 +314,7 @@ class Balancer:
             for slot in coll.local.values():
                 total = sum(st[col] for st in slot.stats.values())
                 keys.append(slot.key)
-                load.append((total - slot.lb_mark) * share)
-                slot.lb_mark = total
+                load.append(_period_load(slot, total) * share)
                 size.append(_packed_size(slot))
                 movable.append(can and not slot.active)
                 pos.append(_position(slot))
@@ -428,6 +432,27 @@ class Balancer:
         for cid in sorted(self.synced):
             self.rt.send(0, (BCAST_REQ, cid, "resume_from_sync", (), None, 0, None))
         self.synced = set()
+
+
+def _period_load(slot: Slot, total: float) -> float:
+    """An element's load for the database: its seconds in entry methods since the last step
+    (``total`` now); for an element that called ``at_sync()`` since, its smoothed load per
+    iteration times those iterations, so that an imbalance that appeared in the last
+    iterations of a long period (lb="auto" balances within a few iterations of it) is not
+    diluted by the iterations before it. An ``at_sync()`` call sees the calls that returned
+    before it, not the one it is in; the step comes after that one returned, so its time
+    since the last ``at_sync()`` is the newest iteration's, folded in here."""
+    sync = slot.sync
+    if sync[2]:
+        newest = total - sync[0]
+        sync[0] = total
+        sync[1] = newest if sync[1] < 0 else sync[1] + RECENT * (newest - sync[1])
+        load = sync[1] * sync[2]
+    else:
+        load = total - slot.lb_mark
+    slot.lb_mark = total
+    sync[2] = 0
+    return load
 
 
 def _packed_size(slot: Slot) -> int:
