@@ -8,7 +8,7 @@ the interference and after it (from ``--settle`` iterations past the onset), med
 (min-max) over ``--runs`` interleaved runs, and the ratio none / auto after the onset.
 Target (issue: load balancing): at least 1.3x.
 
-Usage: python benchmarks/lb_interference.py [--runs 3] [--iters 150] [--onset 50]
+Usage: python benchmarks/lb_interference.py [--runs 3] [--iters 120] [--onset 40]
 """
 
 import argparse
@@ -24,7 +24,7 @@ import numpy as np
 import shoal
 from shoal.launch import mpiexec
 
-BLOCKS, SIDE, SWEEPS = 32, 192, 4  # 32 blocks of about 0.5 ms of numpy each per iteration
+BLOCKS, SIDE, SWEEPS = 32, 384, 4  # about 1.6 ms of numpy per block and iteration
 
 
 class Block(shoal.Chare):
@@ -83,8 +83,15 @@ def job(iters: int, onset: int) -> None:
 
 
 def burn() -> None:
-    """Burn core 1 until killed."""
+    """Burn core 1 until killed, at a higher priority than the PE (nice -5, when allowed):
+    at equal priority Linux favours the PE, which sleeps between iterations, and the burner
+    only fills its idle time, unlike another tenant's VM on a shared core."""
     os.sched_setaffinity(0, {1})
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, -5)
+    except PermissionError:
+        print("lb_interference: the burner runs at the PE's priority (not root)",
+              file=sys.stderr)
     while True:
         pass
 
@@ -106,8 +113,8 @@ def run(args: argparse.Namespace, lb: str) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--iters", type=int, default=150)
-    ap.add_argument("--onset", type=int, default=50)
+    ap.add_argument("--iters", type=int, default=120)
+    ap.add_argument("--onset", type=int, default=40)
     ap.add_argument("--settle", type=int, default=20, help="iterations after the onset "
                     "left out of the 'after' figure (the balancer reacting)")
     ap.add_argument("--job", action="store_true", help=argparse.SUPPRESS)

@@ -379,3 +379,20 @@ def test_capacity_is_the_share_of_the_core_while_the_pe_wanted_it():
     assert db.capacity()[1] / db.capacity()[0] == pytest.approx(0.75)
     assert core_share(10.0, 10.0, 0.0) == 1.0  # asleep throughout: nothing says it is slow
     assert core_share(10.0, 0.0, 100.0) == pytest.approx(0.05)  # never below 5%
+
+
+def test_the_runtime_database_counts_loads_in_the_average_pes_seconds():
+    """PE 1 runs at half speed (its calibration loop took twice as long): its element's 2 s
+    and PE 0's element's 1 s are the same work, 1.33 s of the average PE's; capacity
+    follows speed, so the same work on the slow PE takes it twice as long (max/avg 1.5)."""
+    from shoal.runtime.lb.driver import _database
+
+    def part(pe, load, speed):
+        return {"pe": pe, "keys": [(0, (pe,))], "load": [load], "size": [8],
+                "migratable": [True], "pos": [(pe,)], "edges": [], "wall": 1.0, "idle": 0.0,
+                "slept": 0.0, "background": 0.0, "speed": speed}
+
+    db = _database([part(0, 1.0, 2.0), part(1, 2.0, 1.0)], 2)
+    assert db.load == pytest.approx([4 / 3, 4 / 3])
+    assert db.capacity() == pytest.approx([4 / 3, 2 / 3])
+    assert db.imbalance() == pytest.approx(1.5)

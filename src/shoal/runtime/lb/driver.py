@@ -74,6 +74,8 @@ def _add_loads(a: dict[int, float], b: dict[int, float]) -> dict[int, float]:
 # iteration, for lb="auto")
 SYNC = Reducer("_at_sync", _add_loads)
 RECENT = 0.5  # weight of the newest iteration in an element's smoothed load per iteration
+CONTENTION_DECAY = 0.75  # per step, of the past background and wanted time of a PE
+SPEED_LOOP = 2000  # iterations of the loop that measures a PE's speed (about 50 µs)
 
 
 class Synced:
@@ -124,6 +126,7 @@ class Balancer:
         self.arrivals: dict[int, int] = {}  # step -> elements arrived here for it
         self.expect: dict[int, int] = {}  # step -> elements the root said will arrive
         self.t_mark = self.cpu_mark = self.idle_mark = self.slept_mark = 0.0
+        self.contention = [0.0, 0.0]  # decayed sums: background seconds, seconds wanted
         # the root's state
         self.busy = False
         self.pending = False  # a trigger came during a step
@@ -303,7 +306,8 @@ class Balancer:
         now, cpu = time.perf_counter(), time.process_time()
         wall = now - self.t_mark
         slept = rt.slept - self.slept_mark
-        background = max(0.0, wall - (cpu - self.cpu_mark) - slept)
+        background = self._smoothed_background(
+            max(0.0, wall - (cpu - self.cpu_mark) - slept), wall - slept)
         idle = rt.idle - self.idle_mark
         # Wall seconds in entry methods include the time another process held the core;
         # scaled by this PE's share of the core they are CPU-like seconds, so that the
@@ -325,7 +329,18 @@ class Balancer:
         self._mark_pe()
         return {"pe": rt.pe, "keys": keys, "load": load, "size": size, "migratable": movable,
                 "pos": pos, "wall": wall, "idle": idle, "slept": slept, "background": background,
+                "speed": _speed(),
                 "edges": edges}
+
+    def _smoothed_background(self, background: float, wanted: float) -> float:
+        """The background time of this period as the smoothed share of the core says: the
+        background and wanted seconds of the past periods decay by ``CONTENTION_DECAY`` per
+        step, so one short period (lb="auto" steps may be 30 ms apart) measured while some
+        other process ran does not swing the PE's capacity."""
+        acc = self.contention
+        acc[0] = CONTENTION_DECAY * acc[0] + background
+        acc[1] = CONTENTION_DECAY * acc[1] + max(wanted, 0.0)
+        return acc[0] / acc[1] * max(wanted, 0.0) if acc[1] > 0 else 0.0
 
     def on_stats(self, env: tuple) -> None:
         """At the root: one PE's part; with all of them, decide and send the moves."""
@@ -455,6 +470,22 @@ def _period_load(slot: Slot, total: float) -> float:
     return load
 
 
+def _speed() -> float:
+    """This PE's speed now: the inverse of the least CPU time of three runs of a fixed
+    loop of about 50 µs (seed 002 Fig. 17: a node at 0.7x frequency; a core whose sibling
+    another process keeps busy slows the same way, and neither shows as background time).
+    CPU time, so that time another process held the core (the background) is not counted
+    twice."""
+    best = float("inf")
+    for _ in range(3):
+        t = time.thread_time()
+        x = 0
+        for i in range(SPEED_LOOP):
+            x += i
+        best = min(best, time.thread_time() - t)
+    return 1.0 / max(best, 1e-7)
+
+
 def _packed_size(slot: Slot) -> int:
     """Bytes of an element's state as migration would pickle it."""
     try:
@@ -507,11 +538,16 @@ def _database(parts: list[dict[str, Any]], npes: int) -> LBDatabase:
                 dst.append(j)
                 msgs.append(m)
                 nbytes.append(b)
-    per_pe = {name: np.zeros(npes) for name in ("wall", "idle", "slept", "background")}
+    per_pe = {name: np.zeros(npes) for name in ("wall", "idle", "slept", "background", "speed")}
     for part in parts:
         for name, values in per_pe.items():
             values[part["pe"]] = part[name]
-    return LBDatabase(np.array(load), np.array(pe, np.int64), npes,
+    pes = np.array(pe, np.int64)
+    speed = per_pe["speed"]
+    speed /= speed.mean()
+    # seconds measured on a slow PE are more than the work they did: in units of the
+    # average PE's seconds, an element's load is what it would take anywhere
+    return LBDatabase(np.array(load) * speed[pes], pes, npes,
                       migratable=np.array(movable, bool), size=np.array(size, np.int64),
                       **per_pe, src=np.array(src),
                       dst=np.array(dst), messages=np.array(msgs), bytes=np.array(nbytes),
