@@ -19,6 +19,7 @@ so ``metis`` in a chain or in ``--strategy all`` works on any database).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -40,6 +41,32 @@ def adjacency(db: LBDatabase, objects: np.ndarray) -> sp.csr_matrix:
     m = objects.size
     w = sp.coo_matrix((db.bytes[keep].astype(float), (a[keep], b[keep])), shape=(m, m))
     return (w + w.T).tocsr()
+
+
+class Problem(NamedTuple):
+    """What the graph strategies partition: the migratable ``objects``, their ``adj``
+    matrix of bytes, every PE's ``target`` load and the PEs that can take load
+    (``receivers``: target > 0)."""
+
+    objects: np.ndarray
+    adj: sp.csr_matrix
+    target: np.ndarray
+    receivers: np.ndarray
+
+
+def problem(db: LBDatabase) -> Problem | np.ndarray:
+    """The partitioning problem of ``db``, or the placement to return as it is when there
+    is none: the current one (nothing movable, or one PE), or :func:`greedy_refine`'s when
+    no two migratable objects communicate."""
+    assert db.migratable is not None
+    objects = np.flatnonzero(db.migratable)
+    if objects.size == 0 or db.npes == 1:
+        return db.pe.copy()
+    adj = adjacency(db, objects)
+    if adj.nnz == 0:
+        return greedy_refine(db)
+    target = targets(db)
+    return Problem(objects, adj, target, np.flatnonzero(target > 0))
 
 
 def _integers(x: np.ndarray, floor: int) -> np.ndarray:
@@ -87,16 +114,11 @@ def metis(db: LBDatabase) -> np.ndarray:
     non-migratable load) gets no migratable object. Balance is METIS's (about 3% over the
     target on large graphs; coarse on small ones, where one object is a large share of a
     PE): chain ``metis,refine`` to even it out at little cost in cut."""
-    assert db.migratable is not None
+    prob = problem(db)
+    if not isinstance(prob, Problem):
+        return prob
+    objects, adj, target, receivers = prob
     placement = db.pe.copy()
-    objects = np.flatnonzero(db.migratable)
-    if objects.size == 0 or db.npes == 1:
-        return placement
-    adj = adjacency(db, objects)
-    if adj.nnz == 0:
-        return greedy_refine(db)
-    target = targets(db)
-    receivers = np.flatnonzero(target > 0)
     part = receivers[partition(db, objects, adj, target[receivers])]
     placement[objects] = keep_in_place(db, part, objects, target)
     return placement

@@ -28,10 +28,10 @@ import scipy.sparse as sp
 
 from shoal.mapping.optimize import bisection
 from shoal.mapping.patterns import Pattern
-from shoal.runtime.lb.common import relabelling, targets
+from shoal.runtime.lb.common import relabelling
 from shoal.runtime.lb.database import LBDatabase
-from shoal.runtime.lb.graph import adjacency, partition
-from shoal.runtime.lb.greedy import greedy_refine, refine
+from shoal.runtime.lb.graph import Problem, partition, problem
+from shoal.runtime.lb.greedy import refine
 from shoal.runtime.lb.machine import Machine
 
 
@@ -70,17 +70,12 @@ def topo(db: LBDatabase, machine: Machine) -> np.ndarray:
     and of keeping objects in place, then refine for unequal capacities (module
     docstring). Non-migratable objects stay; a PE of target 0 gets no migratable object
     (unless ``refine`` finds no other room)."""
-    assert db.migratable is not None
     machine.check(db)
+    prob = problem(db)
+    if not isinstance(prob, Problem):
+        return prob
+    objects, adj, target, receivers = prob
     placement = db.pe.copy()
-    objects = np.flatnonzero(db.migratable)
-    if objects.size == 0 or db.npes == 1:
-        return placement
-    adj = adjacency(db, objects)
-    if adj.nnz == 0:
-        return greedy_refine(db)
-    target = targets(db)
-    receivers = np.flatnonzero(target > 0)
     k = receivers.size
     part = partition(db, objects, adj, np.ones(k))
     q = _quotient(adj, part, k)
