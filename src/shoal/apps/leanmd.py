@@ -161,6 +161,16 @@ def _shifted(rc: float) -> tuple[float, float]:
     return 4.0 * i6 * (i6 - 1.0), 24.0 * i6 * (2.0 * i6 - 1.0) / rc
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def _pair(r2: float, rc: float, vc: float, fc: float) -> tuple[float, float]:
+    """One pair at squared distance ``r2 < rc**2``: its shifted-force energy and the factor
+    ``s`` of its force (the force on the first atom is ``s`` times their separation)."""
+    r = math.sqrt(r2)
+    i6 = 1.0 / (r2 * r2 * r2)
+    return 4.0 * i6 * (i6 - 1.0) - vc + (r - rc) * fc, (24.0 * i6 * (2.0 * i6 - 1.0) / r
+                                                          - fc) / r
+
+
 @njit(cache=True, error_model="numpy")
 def pair_forces(xa: np.ndarray, xb: np.ndarray, shift: np.ndarray,
                 rc: float) -> tuple[np.ndarray, np.ndarray, float]:
@@ -178,10 +188,8 @@ def pair_forces(xa: np.ndarray, xb: np.ndarray, shift: np.ndarray,
             dx, dy, dz = xi - xb[j, 0], yi - xb[j, 1], zi - xb[j, 2]
             r2 = dx * dx + dy * dy + dz * dz
             if r2 < rc2:
-                r = math.sqrt(r2)
-                i6 = 1.0 / (r2 * r2 * r2)
-                e += 4.0 * i6 * (i6 - 1.0) - vc + (r - rc) * fc
-                s = (24.0 * i6 * (2.0 * i6 - 1.0) / r - fc) / r
+                de, s = _pair(r2, rc, vc, fc)
+                e += de
                 fx += s * dx
                 fy += s * dy
                 fz += s * dz
@@ -206,10 +214,8 @@ def self_forces(x: np.ndarray, rc: float) -> tuple[np.ndarray, float]:
             dx, dy, dz = x[i, 0] - x[j, 0], x[i, 1] - x[j, 1], x[i, 2] - x[j, 2]
             r2 = dx * dx + dy * dy + dz * dz
             if r2 < rc2:
-                r = math.sqrt(r2)
-                i6 = 1.0 / (r2 * r2 * r2)
-                e += 4.0 * i6 * (i6 - 1.0) - vc + (r - rc) * fc
-                s = (24.0 * i6 * (2.0 * i6 - 1.0) / r - fc) / r
+                de, s = _pair(r2, rc, vc, fc)
+                e += de
                 f[i, 0] += s * dx
                 f[i, 1] += s * dy
                 f[i, 2] += s * dz
