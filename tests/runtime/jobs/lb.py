@@ -19,9 +19,11 @@ N, ITERS, HEAVY = 24, 6, 8
 LIGHT_S = 0.001
 
 
-def spin(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
+def spin(seconds, clock=time.perf_counter):
+    """Work for ``seconds`` of ``clock``: wall time, or with ``time.process_time`` this
+    process's CPU time (a preempted PE then takes longer, but its CPU-time load stays)."""
+    end = clock() + seconds
+    while clock() < end:
         pass
 
 
@@ -188,14 +190,6 @@ async def periodic_collectives():
 AUTO_N, AUTO_WORK_S, AUTO_ONSET = 24, 0.0015, 20  # 24: divides among 2, 3, 4 PEs
 
 
-def spin_cpu(seconds):
-    """Work for ``seconds`` of this process's CPU time (a preempted PE takes longer, but
-    its CPU-time load stays the same)."""
-    end = time.process_time() + seconds
-    while time.process_time() < end:
-        pass
-
-
 class Phase(shoal.Chare):
     """lb="auto": every element works AUTO_WORK_S per iteration; from iteration ``onset``
     the first quarter (all on PE 0, block map) works 4x longer."""
@@ -208,7 +202,7 @@ class Phase(shoal.Chare):
     def iterate(self):
         heavy = self.it >= self.onset and self.thisIndex[0] < AUTO_N // 4
         self.pes.append(shoal.my_pe())
-        spin_cpu(AUTO_WORK_S * (4 if heavy else 1))
+        spin(AUTO_WORK_S * (4 if heavy else 1), time.process_time)
         self.at_sync()
 
     def resume_from_sync(self):

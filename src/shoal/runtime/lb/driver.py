@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from shoal.runtime.collection import Slot
     from shoal.runtime.pe import Runtime
 
+
 def _add_loads(a: dict[int, float], b: dict[int, float]) -> dict[int, float]:
     """Sum two ``{pe: seconds}`` maps (into ``a``: each contribution is a fresh dict)."""
     for pe, load in b.items():
@@ -210,11 +211,11 @@ class Balancer:
     def _pays(self) -> bool:
         """At an AtSync point: balance now? Always, unless lb="none" (never) or lb="auto"
         (when the MetaBalancer says so, from the loads of the iteration just synced)."""
-        loads = np.zeros(self.rt.npes)
-        loads[list(self.iteration)] = list(self.iteration.values())
-        self.iteration = {}
-        if self.off or self.meta is None:
+        iteration, self.iteration = self.iteration, {}
+        if self.meta is None:
             return not self.off
+        loads = np.zeros(self.rt.npes)
+        loads[list(iteration)] = list(iteration.values())
         decision = self.meta.observe(loads)
         self.decision = dataclasses.asdict(decision)
         return decision.balance
