@@ -180,7 +180,7 @@ class Balancer:
         load = total - sync[0]  # (the running call counts at its return: see _period_load)
         sync[0] = total
         if sync[2] or sync[1] >= 0:  # (the first call measures what came before iteration 1)
-            sync[1] = load if sync[1] < 0 else sync[1] + RECENT * (load - sync[1])
+            _smooth(sync, load)
         sync[2] += 1
         self.rt.reductions.add_contribution(slot, {self.rt.pe: load}, SYNC,
                                             Synced(slot.coll.cid))
@@ -450,6 +450,12 @@ class Balancer:
         self.synced = set()
 
 
+def _smooth(sync: list, load: float) -> None:
+    """Fold one iteration's ``load`` into an element's smoothed load per iteration
+    (``Slot.sync[1]``; -1 before the first)."""
+    sync[1] = load if sync[1] < 0 else sync[1] + RECENT * (load - sync[1])
+
+
 def _period_load(slot: Slot, total: float) -> float:
     """An element's load for the database: its seconds in entry methods since the last step
     (``total`` now); for an element that called ``at_sync()`` since, its smoothed load per
@@ -462,7 +468,7 @@ def _period_load(slot: Slot, total: float) -> float:
     if sync[2]:
         newest = total - sync[0]
         sync[0] = total
-        sync[1] = newest if sync[1] < 0 else sync[1] + RECENT * (newest - sync[1])
+        _smooth(sync, newest)
         load = sync[1] * sync[2]
     else:
         load = total - slot.lb_mark
