@@ -6,10 +6,14 @@ decision of when to invoke load balancing").
 At every AtSync point the runtime gives the model each PE's load in the iteration that just
 ended (wall seconds in entry methods, so that a core shared with another process shows;
 CPU seconds with ``cpu_stats``, which hides it).
-Each PE's load is smoothed over iterations (an exponential average, weight ``SMOOTH`` on the
-newest): what a strategy can remove is the imbalance that persists, not the noise of one
-iteration on one PE (a preempted time slice), which a maximum over PEs would otherwise pick
-up every time. The model fits straight lines (least squares) to the maximum and the average
+What a strategy can remove is the imbalance that persists, not the noise of one iteration
+on one PE, which a maximum over PEs would otherwise pick up every time: a garbage-collector
+pass or a burst of page faults inside one entry method makes a single iteration of one PE
+1.5-3x longer, in CPU time as much as in wall time (measured on 3 PEs, about once in 100
+iterations). So each PE's load is first the median of its last ``SPIKE`` (3) iterations,
+which a one-iteration spike does not move at all and a lasting change moves after two
+iterations; then smoothed over iterations (an exponential average, weight ``SMOOTH`` on the
+newest). The model fits straight lines (least squares) to the maximum and the average
 of the smoothed PE loads per iteration since the last balancing step, over at most the last
 ``window`` iterations:
 
@@ -46,6 +50,7 @@ THRESHOLD = 1.05  # no step while the fitted max/avg is at most this
 WINDOW = 20  # iterations the lines are fitted over (the most recent ones)
 MIN_ITERATIONS = 3  # a line through fewer points is one iteration's noise
 SMOOTH = 0.5  # weight of the newest iteration in each PE's smoothed load
+SPIKE = 3  # iterations of each PE's running median (a spike of one iteration drops out)
 
 
 @dataclass
@@ -68,12 +73,17 @@ class MetaBalancer:
     cost: float | None = None  # measured seconds of the last step; None before any
     maxes: list[float] = field(default_factory=list)
     avgs: list[float] = field(default_factory=list)
+    recent: list[np.ndarray] = field(default_factory=list)  # the last SPIKE PE loads
     smooth: np.ndarray | None = None  # each PE's smoothed load
 
     def observe(self, loads: np.ndarray) -> Decision:
         """One iteration ended with PE loads ``loads`` (seconds of entry methods per PE):
         should the runtime balance now?"""
         loads = np.asarray(loads, np.float64)
+        if self.recent and self.recent[-1].shape != loads.shape:
+            self.recent.clear()
+        self.recent = [*self.recent[1 - SPIKE:], loads]
+        loads = np.median(self.recent, axis=0)
         if self.smooth is None or self.smooth.shape != loads.shape:
             self.smooth = loads.copy()
         else:
@@ -101,6 +111,7 @@ class MetaBalancer:
         self.cost = cost
         self.maxes.clear()
         self.avgs.clear()
+        self.recent.clear()
         self.smooth = None
 
 
