@@ -1,5 +1,6 @@
-"""Supervised restart (issue 14, section 2): ``shoal run --restarts N`` relaunches a job
-that died from the last checkpoint it completed, and ``--kill PE@time`` injects failures.
+"""Supervised restart and resize (issue 14, sections 2 and 3): ``shoal run --restarts N``
+relaunches a job that died from the last checkpoint it completed, and ``--kill PE@time``
+injects failures.
 
 The supervisor gives the job a directory (``SHOAL_JOBDIR``); every time a checkpoint is
 complete on disk, PE 0 writes its path to ``$SHOAL_JOBDIR/checkpoint``
@@ -9,12 +10,16 @@ one PE fewer with ``shrink`` (never fewer than one), and says so on stderr, at m
 ``restarts`` times. ``kills`` (``[(pe, seconds)]``) go to the first launch only
 (``SHOAL_KILL``): that PE's process kills itself with SIGKILL that long after its runtime
 started (:func:`arm_kills`), as a failing node would.
+
+The job directory is also where ``shoal ctl`` resizes the job (issue 14, section 3; files in
+:mod:`shoal.jobdir`): when a launch ends cleanly after writing ``resize.json``, the
+supervisor relaunches it at the size asked for, from the checkpoint the resize took; a
+resize does not count as a restart.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -22,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from shoal import jobdir as jd
 from shoal.errors import UsageError
 from shoal.launch import run_ranks
 from shoal.units import parse_duration
@@ -41,40 +47,82 @@ def parse_kill(text: str, nprocs: int) -> tuple[int, float]:
 
 
 def supervise(nprocs: int, argv: list[str], env: dict[str, str], *, restarts: int,
-              shrink: bool, kills: list[tuple[int, float]], timeout: float | None) -> int:
+              shrink: bool, kills: list[tuple[int, float]], timeout: float | None,
+              jobdir: str | None = None, resize_dir: str | None = None) -> int:
     """Run ``python argv`` on ``nprocs`` ranks, relaunched at most ``restarts`` times from
-    its last checkpoint; the exit code of the last launch."""
-    from shoal.runtime.shards import read_manifest
-
-    jobdir = Path(tempfile.mkdtemp(prefix="shoal-job-"))
-    env = {**env, "SHOAL_JOBDIR": str(jobdir)}
+    its last checkpoint, and at another size whenever ``shoal ctl`` resizes it
+    (:mod:`shoal.runtime.resize`); the exit code of the last launch. ``jobdir``: the job
+    directory (default: a new temporary one); ``resize_dir``: where resize checkpoints go
+    (default: node-local memory)."""
+    home, created = _job_directory(jobdir)
+    env = {**env, "SHOAL_JOBDIR": str(home),
+           "SHOAL_RESIZE_DIR": resize_dir or str(jd.node_local(home))}
     if kills:
         env["SHOAL_KILL"] = ",".join(f"{pe}@{t!r}" for pe, t in kills)
     deadline = None if timeout is None else time.monotonic() + timeout
+    _say(f"job directory {home} (shoal ctl {home} shrink|expand N resizes the job)")
+    failures = launches = 0
     try:
-        for attempt in range(restarts + 1):
+        while True:
+            launches += 1
+            jd.write_json(home / jd.JOB, {"pid": os.getpid(), "pes": nprocs,
+                                          "launch": launches})
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             code = run_ranks(nprocs, argv, timeout=left, env=env).returncode
             env.pop("SHOAL_KILL", None)  # once per shoal run
-            if code == 0 or attempt == restarts:
+            resized = jd.read_json(home / jd.RESIZE) if code == 0 else None
+            if resized is not None:
+                (home / jd.RESIZE).unlink()
+                env["SHOAL_RESTART"] = resized["checkpoint"]
+                _say(f"resizing the job from {nprocs} to {resized['pes']} PEs")
+                nprocs = resized["pes"]
+                continue
+            if code == 0 or failures == restarts:
                 if code and restarts:
                     _say(f"the job failed (exit code {code}) and {restarts} restart(s) are "
                          "used up")
                 return code
-            note = jobdir / "checkpoint"
-            where = note.read_text().strip() if note.exists() else None
-            if where is not None:
-                read_manifest(where)
-                env["SHOAL_RESTART"] = where
-            if shrink:
-                nprocs = max(1, nprocs - 1)
-            start = (f"from checkpoint {where}" if where
-                     else "as first started (no checkpoint completed)")
-            _say(f"the job failed (exit code {code}); restart {attempt + 1} of {restarts} "
-                 f"{start} on {nprocs} PE(s)")
-        return code
+            failures += 1
+            nprocs = _relaunch(home, env, nprocs, shrink)
+            _say(f"the job failed (exit code {code}); restart {failures} of {restarts} "
+                 f"{_origin(env)} on {nprocs} PE(s)")
     finally:
-        shutil.rmtree(jobdir, ignore_errors=True)
+        jd.remove(home, created)
+
+
+def _job_directory(jobdir: str | None) -> tuple[Path, bool]:
+    """The job directory, and whether this run created it (then it is removed at the end)."""
+    if jobdir is None:
+        return Path(tempfile.mkdtemp(prefix="shoal-job-")), True
+    home = Path(jobdir).resolve()
+    if home.exists() and not home.is_dir():
+        raise UsageError(f"--jobdir {jobdir}: a file is in the way; give a directory")
+    if (home / jd.JOB).exists():
+        other = jd.read_json(home / jd.JOB) or {}
+        if jd.alive(other.get("pid")):
+            raise UsageError(f"--jobdir {jobdir}: job {other['pid']} runs there; give "
+                             "another directory")
+    created = not home.exists()
+    home.mkdir(parents=True, exist_ok=True)
+    return home, created
+
+
+def _relaunch(home: Path, env: dict[str, str], nprocs: int, shrink: bool) -> int:
+    """After a failure: restart from the last checkpoint the job completed (``env``); the
+    PE count of the next launch."""
+    from shoal.runtime.shards import read_manifest
+
+    note = home / jd.CHECKPOINT
+    if note.exists():
+        where = note.read_text().strip()
+        read_manifest(where)
+        env["SHOAL_RESTART"] = where
+    return max(1, nprocs - 1) if shrink else nprocs
+
+
+def _origin(env: dict[str, str]) -> str:
+    where = env.get("SHOAL_RESTART")
+    return f"from checkpoint {where}" if where else "as first started (no checkpoint completed)"
 
 
 def _say(text: str) -> None:

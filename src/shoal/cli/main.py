@@ -8,6 +8,7 @@ import sys
 import click
 
 import shoal
+from shoal.cli.ctl import ctl
 from shoal.cli.gossip import demo, gossip
 from shoal.cli.lb import lb
 from shoal.cli.mapping import map_cmd, topology
@@ -28,6 +29,7 @@ cli.add_command(netmodel)
 cli.add_command(map_cmd)
 cli.add_command(topology)
 cli.add_command(run)
+cli.add_command(ctl)
 cli.add_command(demo)
 cli.add_command(lb)
 

@@ -44,7 +44,8 @@ import click
                    "points and at shoal.iteration() calls of main, for --restarts to use.")
 @click.option("--checkpoint-dir", default=None, type=click.Path(file_okay=False),
               help="Where --checkpoint-every writes (default: the job directory's auto/, "
-                   "removed when shoal run ends).")
+                   "removed when shoal run ends), and a resize its checkpoint (default: "
+                   "node-local /dev/shm; give a shared directory when PEs span nodes).")
 @click.option("--ft", is_flag=True,
               help="In-job recovery: a PE that dies is replaced by a rollback of the "
                    "survivors to the last shoal.checkpoint(memory=True) (Open MPI with ULFM: "
@@ -52,19 +53,25 @@ import click
 @click.option("--kill", "kills", multiple=True, metavar="PE@TIME",
               help="Failure injection: SIGKILL PE's process TIME after it started (e.g. "
                    "1@1.5s; several allowed; first launch only).")
+@click.option("--jobdir", default=None, type=click.Path(),
+              help="The job directory, where shoal ctl finds the job (default: a new "
+                   "temporary one, printed at start and removed at the end).")
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
         lb_period: str | None, lb_dump: str | None, trace: str | None, restart: str | None,
         restarts: int, shrink: bool, every: str | None, checkpoint_dir: str | None, ft: bool,
-        kills: tuple[str, ...], program: str, args: tuple[str, ...]) -> None:
+        kills: tuple[str, ...], jobdir: str | None, program: str,
+        args: tuple[str, ...]) -> None:
     """Run a shoal PROGRAM on N PEs through the installed mpiexec (the embedded MPICH unless
     SHOAL_MPIEXEC names another launcher). Under srun or a site mpiexec, launch
     `python PROGRAM` directly instead (set SHOAL_LB, SHOAL_LB_AUTO=1, SHOAL_LB_PERIOD,
     SHOAL_LB_DUMP, SHOAL_TRACE, SHOAL_RESTART, SHOAL_CHECKPOINT_EVERY and
     SHOAL_CHECKPOINT_DIR, or pass lb=, lb_auto=, lb_period=, lb_dump=, trace=, restart=,
     checkpoint_every= and checkpoint_dir= to shoal.start). Everything after PROGRAM is the
-    program's (shoal run -n 2 prog.py -n 3: the program sees -n 3)."""
+    program's (shoal run -n 2 prog.py -n 3: the program sees -n 3). While it runs,
+    `shoal ctl JOBDIR shrink N` / `expand N` moves the job to N PEs (at its next
+    shoal.iteration() or AtSync point); the job directory is printed at start."""
     from shoal.units import parse_duration
 
     limit = None if timeout is None else parse_duration(timeout, "--timeout")
@@ -99,8 +106,10 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     from shoal.supervise import parse_kill, supervise
 
     failures = [parse_kill(k, nprocs) for k in kills]
+    resize_dir = None if checkpoint_dir is None else os.path.join(
+        os.path.abspath(checkpoint_dir), "resize")
     sys.exit(supervise(nprocs, [program, *args], env, restarts=restarts, shrink=shrink,
-                       kills=failures, timeout=limit))
+                       kills=failures, timeout=limit, jobdir=jobdir, resize_dir=resize_dir))
 
 
 def _checkpoint_options(env: dict[str, str], every: str | None, folder: str | None) -> None:

@@ -57,12 +57,14 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
         rt = Runtime(comm, **options)
         arm_kills(rt.pe)  # shoal run --kill: a failure injected into this PE
         rt.run(main, *args)
-        return
-    _run_tolerant(comm, main, args, options)
+    else:
+        rt = _run_tolerant(comm, main, args, options)
+    if rt.resized:  # shoal run relaunches the program at the new size: this process ends
+        sys.exit(0)
 
 
 def _run_tolerant(comm: MPI.Intracomm, main: Callable[..., Any], args: tuple,
-                  options: dict[str, Any]) -> None:
+                  options: dict[str, Any]) -> Runtime:
     """``ft=True``: run; when a PE dies, recover on the survivors from the last in-memory
     checkpoint and run again (:mod:`shoal.runtime.recovery`), as often as it happens."""
     from mpi4py import MPI
@@ -79,7 +81,7 @@ def _run_tolerant(comm: MPI.Intracomm, main: Callable[..., Any], args: tuple,
             first = False
         try:
             rt.run(main, *args)
-            return
+            return rt
         except PeFailureError:
             comm, options["restart"], said = recover(comm, rt)
             comm.Set_errhandler(MPI.ERRORS_RETURN)

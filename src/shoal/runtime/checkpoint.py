@@ -41,7 +41,8 @@ again on the PE of the same number (a future PE p >= P owned is gone).
 **Automatic checkpoints** (``checkpoint_every``): at an AtSync point (the balancer's hook,
 :meth:`Checkpoints.at_sync_point`) or at ``shoal.iteration(state)`` in main, whichever comes
 first once the interval has passed; ``state`` is the last one main gave to
-``shoal.iteration``. **In memory** (``memory=True``): see :mod:`shoal.runtime.buddy`.
+``shoal.iteration``. A resize (``shoal ctl``, :mod:`shoal.runtime.resize`) is served at
+the same points. **In memory** (``memory=True``): see :mod:`shoal.runtime.buddy`.
 Load-balancing history and statistics of PEs start afresh (those of elements
 travel with them).
 """
@@ -62,6 +63,7 @@ from shoal.runtime.futures import Future, Task
 from shoal.runtime.maps import OnPE
 from shoal.runtime.migration import packed
 from shoal.runtime.protocol import CKPT_COMMIT, CKPT_COPY, CKPT_DONE, CKPT_WRITE, RED
+from shoal.runtime.resize import Resize
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -118,6 +120,7 @@ class Checkpoints:
         self.all_done: Future | None = None
         self.restore_seconds = 0.0  # how long this PE took to restore (benchmarks)
         self.main_image: shards.Image | None = None  # PE 0's main shard of a memory one
+        self.resize = Resize(rt)  # shoal ctl shrink/expand: served like an automatic one
 
     # ----------------------------------------------------------------- taking one
     def take(self, path: str | os.PathLike[str] | None, state: dict[str, Any] | None,
@@ -186,10 +189,13 @@ class Checkpoints:
         return True
 
     def _due(self) -> bool:
-        return self.every is not None and time.perf_counter() - self.mark >= self.every
+        return self.resize.due() or (self.every is not None
+                                     and time.perf_counter() - self.mark >= self.every)
 
     def _auto(self) -> Pending:
         self.mark = time.perf_counter()
+        if self.resize.due():
+            return self.take(self.resize.begin(), self.kept)
         assert self.auto_dir is not None
         return self.take(self.auto_dir, self.kept)
 
@@ -229,6 +235,7 @@ class Checkpoints:
                     "bytes": sum(f["bytes"] for f in files.values()), "files": files}
         shards.commit(root, gen, tmp, manifest)
         self._tell_supervisor(root)
+        self.resize.done(root)
         return {"path": str(root), "generation": gen, "bytes": manifest["bytes"],
                 "elements": manifest["elements"], "seconds": time.perf_counter() - t0}
 
@@ -395,14 +402,14 @@ class Checkpoints:
         first interval of automatic checkpoints begins."""
         self.mark = time.perf_counter()
         STORE.buddy = buddies(self.rt.net.comm)
-        if self.restart is None:
-            return
-        t0 = time.perf_counter()
-        if isinstance(self.restart, InMemory):
-            self._restore(self.restart.main, self.restart.pes)
-        else:
-            self._restore(*self._from_disk(Path(self.restart)))
-        self.restore_seconds = time.perf_counter() - t0
+        if self.restart is not None:
+            t0 = time.perf_counter()
+            if isinstance(self.restart, InMemory):
+                self._restore(self.restart.main, self.restart.pes)
+            else:
+                self._restore(*self._from_disk(Path(self.restart)))
+            self.restore_seconds = time.perf_counter() - t0
+        self.resize.start()
 
     def _from_disk(self, root: Path) -> tuple[shards.Shard, list[shards.Shard]]:
         """The main shard and every PE's shard of checkpoint ``root`` (read whole where this
@@ -443,7 +450,9 @@ class Checkpoints:
             self._regroup(pes, meta, old)
         if rt.pe == 0:
             self._continue_reductions(infos)
-            self.state = main.load(main.entries[1])
+            # what main last gave shoal.iteration(), until it gives another: a program
+            # that gives its state once (an AtSync one) keeps it over several restarts
+            self.state = self.kept = main.load(main.entries[1])
             if not same:
                 rt.balancer.rebalance()
             rt.balancer.restore_synced(main.load(main.entries[2])["synced"])

@@ -151,6 +151,7 @@ class Runtime:
         self.push: Callable[[int, Callable[[Any, Any], None], Any, Any], None] = self.queue.push
         self.timers: list = []
         self.running = False
+        self.resized = False  # the job ended to be relaunched at another size
         self.direct = False  # may a message from the network run at once (nothing queued)?
         self.created = 0  # counted messages sent from here, and processed here (quiescence;
         self.processed = 0  # with the queue's entries: rt.queue.pushed)
@@ -201,9 +202,10 @@ class Runtime:
         finally:
             set_current(None)
 
-    def exit(self) -> None:
-        """End the job on every PE."""
-        self.send(0, (EXIT_REQ,))
+    def exit(self, resize: bool = False) -> None:
+        """End the job on every PE (``resize``: to be relaunched at another size, so
+        :func:`shoal.start` ends the process, :mod:`shoal.runtime.resize`)."""
+        self.send(0, (EXIT_REQ, resize))
 
     def _serve(self) -> None:
         """The scheduler until the job ends; ``sys.exit(0)`` (or ``sys.exit()``) in an
@@ -607,12 +609,13 @@ class Runtime:
 
     # ----------------------------------------------------------------- exit
     def on_exit_req(self, env: tuple) -> None:
-        self.on_exit((EXIT,))
+        self.on_exit((EXIT, env[1]))
 
     def on_exit(self, env: tuple) -> None:
         for child in children(self.pe, 0, self.npes):
             self.net.send(child, env)
         self.running = False
+        self.resized = env[1]
 
     # ----------------------------------------------------------------- statistics
     def stats(self) -> dict:

@@ -1,6 +1,7 @@
-"""Checkpoints taken by the runtime (run by test_autockpt.py): ``python autockpt.py
-SCENARIO``, under ``shoal run --checkpoint-every T --restarts N --kill PE@t`` or plain.
-PE 0 prints ``RESULT`` and a Python literal for the test to compare.
+"""Checkpoints taken by the runtime (run by test_autockpt.py and test_resize.py): ``python
+autockpt.py SCENARIO [STEPS]``, under ``shoal run --checkpoint-every T --restarts N --kill
+PE@t``, resized by ``shoal ctl``, or plain. PE 0 prints ``RESULT`` and a Python literal for
+the test to compare.
 
 ``sync``: an AtSync program that takes no checkpoint itself: 9 blocks iterate on their own
 (neighbour exchange by channels, then ``at_sync()``; the balancer resumes them), main only
@@ -17,7 +18,8 @@ import numpy as np
 import shoal
 from shoal import Channel, Reducer
 
-BLOCKS, N, STEPS, PAUSE = 9, 2000, 16, 0.06
+BLOCKS, N, PAUSE = 9, 2000, 0.06
+STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 16  # (every rank reads its arguments)
 
 
 class Block(shoal.Chare):

@@ -1,0 +1,84 @@
+"""Shrink and expand on command (seed 002, Section III-D: "the ability of parallel jobs to
+shrink or expand the number of processors on which they are executing at run-time in
+response to an external command"; Fig. 5).
+
+``shoal ctl JOBDIR shrink 2`` (or ``expand 4``) writes ``JOBDIR/control``
+(:mod:`shoal.jobdir`). PE 0 of the job looks for it every ``POLL`` seconds, on a timer of
+its scheduler (no thread, nothing runs while the PE is idle but the timer). A request is
+served at the job's next consistent point, the one automatic checkpoints use
+(:meth:`~shoal.runtime.checkpoint.Checkpoints.at_sync_point` or ``shoal.iteration(state)``
+in main): the runtime checkpoints every element and main's last ``iteration`` state into
+node-local memory (``/dev/shm``, or ``--checkpoint-dir`` on a cluster whose nodes do not
+share it), writes ``JOBDIR/resize.json`` and ends the job cleanly on every PE. ``shoal run``
+(:func:`shoal.supervise.supervise`) relaunches the program on the new number of processes
+from that checkpoint: elements are spread over the new PEs as on any restart (and balanced
+when an LB is configured), and ``main`` continues from its restored state. No process of
+the old size stays behind.
+
+Charm++ shrinks the same way since its residual processes were removed (seed 002 ref. [16]):
+the objects are checkpointed in memory, the processes restart at the new size and the
+objects are redistributed; its Fig. 5 time (2.7 s to shrink 256 -> 128 cores, 7.2 s to
+expand) "is dominated by the time taken to restart the application processes". Moving
+objects inside a running MPI job instead would leave the leaving ranks in ``MPI_Finalize``
+(with MPICH they cannot leave ``COMM_WORLD``) and could not add ranks without
+``MPI_Comm_spawn``, which the embedded MPICH launcher does not offer.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from shoal import jobdir as jd
+
+if TYPE_CHECKING:
+    from shoal.runtime.pe import Runtime
+
+POLL = 0.1  # seconds between two looks at JOBDIR/control
+
+
+class Resize:
+    """PE 0's side of a resize: watch for a request, say when one is due, finish it."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+        home = os.environ.get("SHOAL_JOBDIR")
+        self.home = Path(home) if home and rt.pe == 0 else None
+        self.request: dict[str, Any] | None = None  # the request waiting or being served
+        self.target: Path | None = None  # its checkpoint, once it is being taken
+
+    def start(self) -> None:
+        """Once the runtime has restored: tell ``shoal ctl`` the job runs at this size;
+        start watching."""
+        if self.home is None:
+            return
+        jd.write_json(self.home / jd.RUNNING, {"pes": self.rt.npes, "at": time.time()})
+        self.rt.after(POLL, self._watch)
+
+    def _watch(self) -> None:
+        assert self.home is not None
+        self.request = jd.take_request(self.home, self.rt.npes)
+        if self.request is None:
+            self.rt.after(POLL, self._watch)
+
+    def due(self) -> bool:
+        """Is a request waiting for the job's next consistent point?"""
+        return self.request is not None and self.target is None
+
+    def begin(self) -> Path:
+        """The request is served now: where its checkpoint goes (``SHOAL_RESIZE_DIR``,
+        which the supervisor sets: node-local memory unless ``--checkpoint-dir``)."""
+        assert self.home is not None
+        self.target = Path(os.environ.get("SHOAL_RESIZE_DIR") or jd.node_local(self.home))
+        return self.target
+
+    def done(self, root: Path) -> None:
+        """A checkpoint is complete at ``root``: if it is the resize's, tell the supervisor
+        and end the job."""
+        if self.target is None or root != self.target:
+            return
+        assert self.home is not None and self.request is not None
+        jd.write_json(self.home / jd.RESIZE, {**self.request, "checkpoint": str(root)})
+        self.rt.exit(resize=True)

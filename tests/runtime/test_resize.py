@@ -1,0 +1,138 @@
+"""Shrink and expand on command (issue 14, section 3): ``shoal ctl JOBDIR shrink|expand N``
+moves a running ``shoal run`` job to N PEs at its next consistent point; the program ends
+bit-identical to a run left alone, no process of the old size stays, and a command that
+cannot be served is one line on stderr with exit code 2."""
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mpi_jobs import JOBS, TIMEOUT
+
+from shoal import jobdir as jd
+from shoal.launch import mpiexec
+
+JOB = JOBS / "autockpt.py"
+STEPS = "30"  # about 5 s of iterations: time for two resizes
+
+
+def result(stdout: str) -> dict:
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
+    assert len(lines) == 1, stdout[-3000:]
+    return ast.literal_eval(lines[0][len("RESULT "):])
+
+
+def ctl(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "shoal", "ctl", *map(str, args)],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def ranks(program: Path) -> int:
+    """Processes running ``python program`` (the job's ranks, not mpiexec or shoal run)."""
+    count = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) > 1 and b"python" in argv[0] and argv[1] == bytes(program):
+            count += 1
+    return count
+
+
+def wait_running(home: Path, pes: int, job: subprocess.Popen) -> None:
+    end = time.monotonic() + TIMEOUT
+    while (jd.read_json(home / jd.RUNNING) or {}).get("pes") != pes:
+        assert job.poll() is None, job.communicate()
+        assert time.monotonic() < end, "the job did not start"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def plain() -> str:
+    cmd = [*mpiexec(), "-n", "2", sys.executable, str(JOB), "iter", STEPS]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return result(out.stdout)["digest"]
+
+
+@pytest.mark.parametrize("scenario", ["iter", "sync"])
+def test_a_job_shrunk_then_expanded_while_it_runs_ends_bit_identical(plain, tmp_path,
+                                                                     scenario):
+    """``iter``: main calls shoal.iteration() between iterations; ``sync``: an AtSync
+    program. 3 PEs -> 2 -> 3, each move seen by the program and by ps."""
+    home = tmp_path / "job"
+    job = subprocess.Popen([sys.executable, "-m", "shoal", "run", "-n", "3", "--jobdir",
+                            str(home), str(JOB), scenario, STEPS],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_running(home, 3, job)
+        for command, pes in (("shrink", 2), ("expand", 3)):
+            out = ctl(home, command, pes)
+            assert out.returncode == 0, out.stderr
+            assert f"{command} from {5 - pes} to {pes} PEs in" in out.stdout
+            assert ranks(JOB) == pes  # the old launch's processes are gone
+        stdout, stderr = job.communicate(timeout=4 * TIMEOUT)
+    finally:
+        job.kill()
+    assert job.returncode == 0, stderr[-3000:]
+    got = result(stdout)
+    assert got["digest"] == plain and got["restarted"] and got["pes"] == 3
+    assert "resizing the job from 3 to 2 PEs" in stderr
+    assert "resizing the job from 2 to 3 PEs" in stderr
+    assert f"job directory {home}" in stderr
+    assert not home.exists()  # shoal run made it: removed, with the resize checkpoints
+    assert not jd.node_local(home).parent.exists()
+    assert ranks(JOB) == 0
+
+
+@pytest.fixture
+def fake_job(tmp_path) -> Path:
+    """A job directory as a running job of 3 PEs leaves it (this process stands for the
+    supervisor), so that shoal ctl's own checks can be tried without a job."""
+    jd.write_json(tmp_path / jd.JOB, {"pid": os.getpid(), "pes": 3, "launch": 1})
+    return tmp_path
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("shrink", 3), "shrink to fewer"),
+    (("shrink", 4), "shrink to fewer"),
+    (("expand", 2), "expand to more"),
+    (("shrink", 0), "N >= 1"),
+    (("expand",), "N >= 1"),
+])
+def test_a_resize_the_job_cannot_serve_is_refused_in_one_line(fake_job, args, says):
+    out = ctl(fake_job, *args)
+    assert out.returncode == 2 and says in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    assert not (fake_job / jd.CONTROL).exists()  # nothing was asked
+
+
+def test_ctl_on_a_directory_without_a_job_or_with_an_ended_one_says_so(tmp_path):
+    out = ctl(tmp_path, "status")
+    assert out.returncode == 2 and "not the directory of a running shoal run job" in out.stderr
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / jd.JOB).write_text(json.dumps({"pid": dead.pid, "pes": 2, "launch": 1}))
+    out = ctl(tmp_path, "shrink", 1)
+    assert out.returncode == 2 and "has ended" in out.stderr, out.stderr
+
+
+def test_a_request_nobody_serves_in_time_is_reported_and_stays(fake_job):
+    out = ctl(fake_job, "shrink", 2, "--wait", "0.3s")
+    assert out.returncode == 1 and "has not run on 2 PEs within 0.3 s" in out.stderr
+    request = jd.read_json(fake_job / jd.CONTROL)
+    assert request is not None and request["pes"] == 2
+
+
+def test_the_job_takes_a_request_once_and_drops_one_for_its_own_size(tmp_path):
+    jd.write_json(tmp_path / jd.CONTROL, {"pes": 2, "at": 0.0})
+    assert jd.take_request(tmp_path, 3) == {"pes": 2, "at": 0.0}
+    assert jd.take_request(tmp_path, 3) is None  # taken: gone
+    jd.write_json(tmp_path / jd.CONTROL, {"pes": 3, "at": 0.0})
+    assert jd.take_request(tmp_path, 3) is None and not (tmp_path / jd.CONTROL).exists()
