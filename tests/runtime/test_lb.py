@@ -74,3 +74,15 @@ def test_lb_none_resumes_every_sync_point_at_once_without_a_step():
     """lb="none" (the baseline of benchmarks): 200 AtSync points, every iteration runs once
     on every element, and no step is taken, even where one would pay."""
     assert run_ok("lb", 2, "auto_balanced", options=("--lb", "none"))["auto_balanced"] == 0
+
+
+def test_topo_balances_inside_the_runtime_with_the_machine_it_is_given():
+    """lb="topo" with lb_machine: a ring whose neighbours start on different PEs of a 1-D
+    torus of 4 nodes (32 crossings of one hop); each step records its hop-bytes, and the
+    first brings neighbours together (every element and every message once: in the job)."""
+    steps = run_ok("lb", 4, "topo_ring",
+                   options=("--lb", "topo", "--lb-machine", "4", *CPU))["topo_ring"]
+    before, after, moved = steps[0]
+    assert 32 * 2**16 < before < 32 * (2**16 + 512)  # 32 halos of 64 KiB + envelope, 1 hop
+    assert after < before and moved > 0
+    assert len(steps) == 4 and all(b > 0 and a >= 0 for b, a, _ in steps), steps

@@ -396,3 +396,22 @@ def test_the_runtime_database_counts_loads_in_the_average_pes_seconds():
     assert db.load == pytest.approx([4 / 3, 4 / 3])
     assert db.capacity() == pytest.approx([4 / 3, 2 / 3])
     assert db.imbalance() == pytest.approx(1.5)
+
+
+def test_messages_inside_a_pe_count_at_the_average_bytes_of_those_between_pes():
+    """Local messages travel unpickled (0 bytes in the statistics): the database gives them
+    the bytes per message of the remote ones, or an earlier step's when none went between
+    PEs, so a partitioner does not see neighbours it put together as strangers."""
+    from shoal.runtime.lb.driver import _estimate_local_bytes
+
+    db = LBDatabase(np.ones(4), np.array([0, 0, 1, 1]), 2, src=np.array([0, 1, 2, 3]),
+                    dst=np.array([1, 2, 3, 0]), messages=np.array([4, 2, 6, 1]),
+                    bytes=np.array([0, 2000, 0, 500]))
+    kept = _estimate_local_bytes(db, 7.0)
+    assert kept == 2500 / 3  # bytes per message between PEs: (2000 + 500) / (2 + 1)
+    np.testing.assert_array_equal(db.bytes, [round(4 * kept), 2000, 6 * kept, 500])
+    local = LBDatabase(np.ones(2), np.array([0, 0]), 2, src=np.array([0, 1]),
+                       dst=np.array([1, 0]), messages=np.array([3, 0]),
+                       bytes=np.array([0, 0]))
+    assert _estimate_local_bytes(local, kept) == kept  # nothing between PEs: the last one
+    np.testing.assert_array_equal(local.bytes, [round(3 * kept), 0])

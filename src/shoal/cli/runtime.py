@@ -14,8 +14,9 @@ import click
 @click.option("--timeout", default=None, help="Kill the job after this long (e.g. 10min).")
 @click.option("--lb", "strategy", default=None,
               help="Load-balancing strategy, or a chain (greedy, refine, greedy_refine, "
-                   "metis, orb, hierarchical, distributed: GrapevineLB over messages, no "
-                   "PE gathers the database; e.g. metis,refine), auto "
+                   "metis, topo (with --lb-machine), orb, hierarchical, distributed: "
+                   "GrapevineLB over messages, no PE gathers the database; e.g. "
+                   "metis,refine), auto "
                    "(greedy_refine when the MetaBalancer says a step pays) or none (sync "
                    "points resume at once: a baseline). Default greedy_refine when "
                    "balancing happens.")
@@ -25,6 +26,10 @@ import click
 @click.option("--lb-period", default=None,
               help="Also balance every so long (e.g. 500ms), elements moving between "
                    "entry methods.")
+@click.option("--lb-machine", default=None, metavar="TORUS[:CORES|:MAP.csv]",
+              help="The torus the PEs run on, for --lb topo and hop-bytes in lb_history: "
+                   "4x4x4 (PEs in launch order, filling each node), 4x4x4:2 (2 PEs per "
+                   "node) or 4x4x4:map.csv (a mapping CSV of shoal map).")
 @click.option("--lb-dump", default=None, type=click.Path(file_okay=False),
               help="Write each balancing step's database into this directory "
                    "(step-0001.npz, ...; read them with shoal lb simulate).")
@@ -59,16 +64,17 @@ import click
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
-        lb_period: str | None, lb_dump: str | None, trace: str | None, restart: str | None,
+        lb_period: str | None, lb_machine: str | None, lb_dump: str | None,
+        trace: str | None, restart: str | None,
         restarts: int, shrink: bool, every: str | None, checkpoint_dir: str | None, ft: bool,
         kills: tuple[str, ...], jobdir: str | None, program: str,
         args: tuple[str, ...]) -> None:
     """Run a shoal PROGRAM on N PEs through the installed mpiexec (the embedded MPICH unless
     SHOAL_MPIEXEC names another launcher). Under srun or a site mpiexec, launch
     `python PROGRAM` directly instead (set SHOAL_LB, SHOAL_LB_AUTO=1, SHOAL_LB_PERIOD,
-    SHOAL_LB_DUMP, SHOAL_TRACE, SHOAL_RESTART, SHOAL_CHECKPOINT_EVERY and
-    SHOAL_CHECKPOINT_DIR, or pass lb=, lb_auto=, lb_period=, lb_dump=, trace=, restart=,
-    checkpoint_every= and checkpoint_dir= to shoal.start). Everything after PROGRAM is the
+    SHOAL_LB_MACHINE, SHOAL_LB_DUMP, SHOAL_TRACE, SHOAL_RESTART, SHOAL_CHECKPOINT_EVERY and
+    SHOAL_CHECKPOINT_DIR, or pass lb=, lb_auto=, lb_period=, lb_machine=, lb_dump=, trace=,
+    restart=, checkpoint_every= and checkpoint_dir= to shoal.start). Everything after PROGRAM is the
     program's (shoal run -n 2 prog.py -n 3: the program sees -n 3). While it runs,
     `shoal ctl JOBDIR shrink N` / `expand N` moves the job to N PEs (at its next
     shoal.iteration() or AtSync point); the job directory is printed at start."""
@@ -76,14 +82,7 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
 
     limit = None if timeout is None else parse_duration(timeout, "--timeout")
     env = dict(os.environ)
-    if strategy is not None:
-        from shoal.runtime.lb.strategies import chain
-
-        if strategy not in ("auto", "none"):
-            chain(strategy)  # an unknown name is the user's error, said here
-        env["SHOAL_LB"] = strategy
-    if lb_auto:
-        env["SHOAL_LB_AUTO"] = "1"
+    _lb_options(env, strategy, lb_auto, lb_machine, nprocs)
     if trace is not None:
         from shoal.files import check_outputs
 
@@ -110,6 +109,25 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
         os.path.abspath(checkpoint_dir), "resize")
     sys.exit(supervise(nprocs, [program, *args], env, restarts=restarts, shrink=shrink,
                        kills=failures, timeout=limit, jobdir=jobdir, resize_dir=resize_dir))
+
+
+def _lb_options(env: dict[str, str], strategy: str | None, auto: bool,
+                machine: str | None, nprocs: int) -> None:
+    """``--lb``, ``--lb-auto`` and ``--lb-machine`` into the job's environment; a mistake
+    (an unknown strategy, topo without the machine, a torus too small) is said here, not
+    by every rank."""
+    from shoal.runtime.lb.machine import Machine
+    from shoal.runtime.lb.strategies import LBOptions, chain
+
+    torus = None if machine is None else Machine.parse(machine, nprocs)
+    if strategy is not None:
+        if strategy not in ("auto", "none"):
+            chain(strategy, LBOptions(machine=torus))
+        env["SHOAL_LB"] = strategy
+    if auto:
+        env["SHOAL_LB_AUTO"] = "1"
+    if machine is not None:
+        env["SHOAL_LB_MACHINE"] = machine
 
 
 def _checkpoint_options(env: dict[str, str], every: str | None, folder: str | None) -> None:

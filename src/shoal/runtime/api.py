@@ -30,10 +30,12 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     :func:`exit` or until ``main`` returns; ``main(*args)`` runs on PE 0, as a coroutine if
     it is an ``async def``. ``options`` go to :class:`~shoal.runtime.pe.Runtime`
     (``poll_spin``, ``poll_max``, ``cpu_stats``, ``shm_bytes``, ``lb``, ``lb_period``,
-    ``lb_dump``, ``lb_auto``, ``trace``, ``checkpoint_every``, ``checkpoint_dir``, ``ft``;
+    ``lb_dump``, ``lb_auto``, ``lb_machine``, ``trace``, ``checkpoint_every``,
+    ``checkpoint_dir``, ``ft``;
     the environment variables ``SHOAL_LB``, ``SHOAL_LB_PERIOD``, ``SHOAL_LB_DUMP``,
-    ``SHOAL_LB_AUTO``, ``SHOAL_TRACE``, ``SHOAL_CHECKPOINT_EVERY``, ``SHOAL_CHECKPOINT_DIR``
-    and ``SHOAL_FT`` (``1``), which ``shoal run --lb`` and friends set, give the last eight
+    ``SHOAL_LB_AUTO``, ``SHOAL_LB_MACHINE``, ``SHOAL_TRACE``, ``SHOAL_CHECKPOINT_EVERY``,
+    ``SHOAL_CHECKPOINT_DIR`` and ``SHOAL_FT`` (``1``), which ``shoal run --lb`` and friends
+    set, give the last nine
     when they are not passed; under ``shoal run`` the automatic checkpoints go to
     ``$SHOAL_JOBDIR/auto`` by default). In library mode, pass the communicator of the ranks
     that take part: control returns when the runtime exits.
@@ -91,12 +93,14 @@ def _run_tolerant(comm: MPI.Intracomm, main: Callable[..., Any], args: tuple,
 
 
 def _from_environment(options: dict[str, Any]) -> None:
-    """``lb``, ``lb_dump``, ``trace``, ``lb_period``, ``lb_auto``, ``checkpoint_every`` and
-    ``checkpoint_dir`` from ``SHOAL_LB``, ``SHOAL_LB_DUMP``, ``SHOAL_TRACE``,
+    """``lb``, ``lb_dump``, ``lb_machine``, ``trace``, ``lb_period``, ``lb_auto``,
+    ``checkpoint_every`` and ``checkpoint_dir`` from ``SHOAL_LB``, ``SHOAL_LB_DUMP``,
+    ``SHOAL_LB_MACHINE``, ``SHOAL_TRACE``,
     ``SHOAL_LB_PERIOD`` (seconds), ``SHOAL_LB_AUTO`` (``1``), ``SHOAL_CHECKPOINT_EVERY``
     (seconds) and ``SHOAL_CHECKPOINT_DIR`` (default ``$SHOAL_JOBDIR/auto``)."""
     for option, name in (("lb", "SHOAL_LB"), ("lb_dump", "SHOAL_LB_DUMP"),
-                         ("trace", "SHOAL_TRACE"), ("checkpoint_dir", "SHOAL_CHECKPOINT_DIR")):
+                         ("lb_machine", "SHOAL_LB_MACHINE"), ("trace", "SHOAL_TRACE"),
+                         ("checkpoint_dir", "SHOAL_CHECKPOINT_DIR")):
         if option not in options and os.environ.get(name):
             options[option] = os.environ[name]
     for option, name in (("lb_auto", "SHOAL_LB_AUTO"), ("ft", "SHOAL_FT")):

@@ -105,7 +105,10 @@ class Runtime:
     ``lb_dump`` a directory where PE 0 writes each step's database (``step-0001.npz``...),
     ``lb_period`` asks for a balancing step every so many seconds, and ``lb_auto`` (or
     ``lb="auto"``) lets the MetaBalancer decide at every AtSync point whether a step pays
-    (see :mod:`shoal.runtime.lb.driver`).
+    (see :mod:`shoal.runtime.lb.driver`); ``lb_machine`` is the torus the PEs run on
+    (``"4x4x4"``, ``"4x4x4:2"`` with 2 PEs per node, or ``"4x4x4:map.csv"``, see
+    :meth:`~shoal.runtime.lb.machine.Machine.parse`): ``lb="topo"`` needs it, and each
+    step's record then has its hop-bytes before and after.
     ``restart`` names a checkpoint to start from (see :mod:`shoal.runtime.checkpoint`);
     ``checkpoint_every`` (seconds) has the runtime take checkpoints into ``checkpoint_dir``
     at AtSync points and at ``shoal.iteration()`` calls of main, at most one per interval.
@@ -120,6 +123,7 @@ class Runtime:
                  instrument: bool = True, cpu_stats: bool = False, shm_bytes: int = SHM_BYTES,
                  lb: str | None = None, lb_period: float | None = None,
                  lb_dump: str | None = None, lb_auto: bool = False,
+                 lb_machine: str | None = None,
                  restart: str | InMemory | None = None, checkpoint_every: float | None = None,
                  checkpoint_dir: str | None = None, ft: bool = False,
                  trace: str | None = None):
@@ -163,11 +167,12 @@ class Runtime:
         self.run_invoke: Callable[[Slot, tuple], None] = self._run_invoke
         self.run_envelope: Callable[[tuple, None], None] = self._run_envelope
         self.run_task: Callable[[Task, Any], None] = self._resume
-        self._attach_managers(lb, lb_period, lb_dump, lb_auto,
+        self._attach_managers(lb, lb_period, lb_dump, lb_auto, lb_machine,
                               Checkpoints(self, restart, checkpoint_every, checkpoint_dir))
 
     def _attach_managers(self, lb: str | None = None, lb_period: float | None = None,
                          lb_dump: str | None = None, lb_auto: bool = False,
+                         lb_machine: str | None = None,
                          checkpoints: Checkpoints | None = None) -> None:
         """The managers, and the handler of every message kind (an error at start-up if
         one is missing)."""
@@ -176,7 +181,7 @@ class Runtime:
         self.broadcasts = Broadcasts(self)
         self.reductions = Reductions(self)
         self.quiescence = Quiescence(self)
-        self.balancer = Balancer(self, lb, lb_period, lb_dump, lb_auto)
+        self.balancer = Balancer(self, lb, lb_period, lb_dump, lb_auto, lb_machine)
         self.checkpoints = checkpoints or Checkpoints(self)
         self.handlers = handler_table(self)
 

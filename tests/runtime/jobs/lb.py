@@ -10,6 +10,7 @@ Every check is an assert inside the job."""
 
 import time
 
+import numpy as np
 from runner import main
 
 import shoal
@@ -187,6 +188,57 @@ async def periodic_collectives():
     return len(history), sum(1 for r in reports if r[1] > 1)
 
 
+RING_N, RING_BYTES, RING_ITERS = 16, 64 * 1024, 4
+
+
+class Ring(shoal.Chare):
+    """lb="topo": a ring whose neighbours start on different PEs (round-robin map); each
+    iteration every element sends RING_BYTES to both neighbours, then syncs."""
+
+    def __init__(self, done):
+        self.done, self.it, self.got, self.synced, self.pes = done, 0, 0, 0, set()
+
+    def iterate(self):
+        i, out = self.thisIndex[0], np.full(RING_BYTES // 8, float(self.thisIndex[0]))
+        self.pes.add(shoal.my_pe())
+        spin(0.002, time.process_time)  # (equal loads in CPU time: --cpu-stats)
+        for j in ((i - 1) % RING_N, (i + 1) % RING_N):
+            self.thisProxy[j].halo(self.it, out)
+        self._sync_when_both_came()
+
+    def halo(self, it, data):
+        self.got += 1  # (a neighbour resumed first may send the next halos early)
+        if self.it == it:
+            self._sync_when_both_came()
+
+    def _sync_when_both_came(self):
+        if self.got >= 2 * (self.it + 1) and self.synced < self.it + 1:
+            self.synced = self.it + 1
+            self.at_sync()
+
+    def resume_from_sync(self):
+        self.it += 1
+        if self.it < RING_ITERS:
+            self.iterate()
+        else:
+            self.contribute((self.thisIndex[0], self.got, len(self.pes)), Reducer.gather,
+                            self.done)
+
+
+async def topo_ring():
+    """Neighbours spread over the PEs: topo brings each run of neighbours onto one PE and
+    neighbouring runs onto neighbouring nodes, cutting the hop-bytes."""
+    done = shoal.future()
+    arr = shoal.Array(Ring, RING_N, args=(done,), map="round_robin", at_sync=True)
+    arr.iterate()
+    rows = await done
+    assert sorted(r[0] for r in rows) == list(range(RING_N)), rows  # each element once
+    assert all(r[1] == 2 * RING_ITERS for r in rows), rows  # every halo arrived once
+    history = shoal.lb_history()
+    assert history and all(h["strategy"] == "topo" for h in history), history
+    return [(h["hop_bytes_before"], h["hop_bytes_after"], h["migrations"]) for h in history]
+
+
 AUTO_N, AUTO_WORK_S, AUTO_ONSET = 24, 0.0015, 20  # 24: divides among 2, 3, 4 PEs
 
 
@@ -244,4 +296,5 @@ async def auto_imbalance():
 
 if __name__ == "__main__":
     main({"atsync": atsync, "periodic": periodic, "periodic_collectives": periodic_collectives,
-          "auto_balanced": auto_balanced, "auto_imbalance": auto_imbalance})
+          "auto_balanced": auto_balanced, "auto_imbalance": auto_imbalance,
+          "topo_ring": topo_ring})

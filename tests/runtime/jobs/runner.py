@@ -1,9 +1,10 @@
 """The main of the job scripts here: ``python TOPIC.py NAME... [--shm BYTES] [--lb STRATEGY]
-[--lb-period SECONDS] [--lb-dump DIR] [--lb-auto] [--cpu-stats] [--trace FILE]`` runs the
+[--lb-period SECONDS] [--lb-dump DIR] [--lb-machine TORUS] [--lb-auto] [--cpu-stats]
+[--trace FILE]`` runs the
 named scenarios of TOPIC one after another in one runtime; ``--shm`` sets the shared memory
-per PE (0: large buffers by MPI only), ``--lb``, ``--lb-period``, ``--lb-dump`` and
-``--lb-auto`` the load balancer, ``--cpu-stats`` loads in CPU seconds, ``--trace`` the
-timeline file. A scenario checks its own results (a failed
+per PE (0: large buffers by MPI only), ``--lb``, ``--lb-period``, ``--lb-dump``,
+``--lb-auto`` and ``--lb-machine`` the load balancer, ``--cpu-stats`` loads in CPU seconds,
+``--trace`` the timeline file. A scenario checks its own results (a failed
 assert ends the job with the PE and the traceback) and may return figures for the test to
 compare: plain Python values, printed by PE 0 as a literal after ``OK NAME``."""
 
@@ -18,7 +19,8 @@ def main(scenarios: dict) -> None:
     options = {}
     for flag, option, kind in (("--shm", "shm_bytes", int), ("--lb", "lb", str),
                                ("--lb-period", "lb_period", float),
-                               ("--lb-dump", "lb_dump", str), ("--trace", "trace", str)):
+                               ("--lb-dump", "lb_dump", str),
+                               ("--lb-machine", "lb_machine", str), ("--trace", "trace", str)):
         if flag in args:
             k = args.index(flag)
             options[option] = kind(args[k + 1])

@@ -10,7 +10,12 @@ A step, run from the root (PE 0):
    (every local array element and group member, with its seconds in entry methods since
    the last step, its packed size, and whether it may move), its own wall, idle and
    background time, and the messages and bytes its elements sent.
-2. The root builds the :class:`~shoal.runtime.lb.database.LBDatabase`, runs the strategy
+2. The root builds the :class:`~shoal.runtime.lb.database.LBDatabase` (messages between
+   elements of one PE travel unpickled, so their bytes are unknown: they count at the
+   average bytes per message of the messages that went between PEs, this step's or an
+   earlier one's, else 1 byte each: a 0 would tell ``metis`` and ``topo`` that neighbours
+   they put together no longer talk, and the next step would pull them apart), runs the
+   strategy
    (a pure function, :mod:`shoal.runtime.lb.strategies`) and sends each PE its moves
    (``LB_MOVES``).
 3. Each PE moves its elements in one ``migrate_many`` (tagged with the step) and tells the
@@ -60,6 +65,7 @@ from shoal.runtime.reducers import Reducer
 
 if TYPE_CHECKING:
     from shoal.runtime.collection import Slot
+    from shoal.runtime.lb.machine import Machine
     from shoal.runtime.pe import Runtime
 
 
@@ -100,7 +106,7 @@ class Balancer:
     """The load balancer of one PE (the decisions are the root's)."""
 
     def __init__(self, rt: Runtime, strategy: str | None, period: float | None,
-                 dump: str | None = None, auto: bool = False):
+                 dump: str | None = None, auto: bool = False, machine: str | None = None):
         if strategy == "auto":  # lb="auto": the MetaBalancer with the default strategy
             strategy, auto = None, True
         # lb="none": AtSync points resume at once, no step ever (a baseline to compare with)
@@ -114,6 +120,11 @@ class Balancer:
             raise UsageError(f"lb_dump: {dump} is a file; give a directory for the "
                              "step databases")
         self.rt = rt
+        self.machine: Machine | None = None  # the torus of the PEs (topo needs it)
+        if machine is not None:
+            from shoal.runtime.lb.machine import Machine
+
+            self.machine = Machine.parse(machine, rt.npes)
         self.name = strategy or "greedy_refine"
         self.strategy: Callable[[LBDatabase], np.ndarray] | None = None
         self.warm = False  # has the strategy run once (compiled)?
@@ -133,6 +144,7 @@ class Balancer:
         self.pending = False  # a trigger came during a step
         self.synced: set[int] = set()  # at_sync collections whose elements all called it
         self.history: list[dict[str, Any]] = []
+        self.msg_bytes = 1.0  # average bytes of a message between PEs, last measured
         self.parts: list[dict[str, Any]] = []
         self.sent: list[dict[int, int]] = []
         self.ready = 0
@@ -143,11 +155,10 @@ class Balancer:
         self.grapevine = Grapevine(self)
         self.gossip = self.name == "distributed" and self.dump is None
 
-    @staticmethod
-    def _load(name: str) -> Callable[[LBDatabase], np.ndarray]:
-        from shoal.runtime.lb.strategies import chain
+    def _load(self, name: str) -> Callable[[LBDatabase], np.ndarray]:
+        from shoal.runtime.lb.strategies import LBOptions, chain
 
-        return chain(name)
+        return chain(name, LBOptions(machine=self.machine))
 
     def prepare(self) -> None:
         """At the root, when balancing will happen (an at_sync array exists, or a period
@@ -157,7 +168,8 @@ class Balancer:
             return
         if self.strategy is None:
             self.strategy = self._load(self.name)
-        self.strategy(LBDatabase(np.array([2.0, 1.0, 1.0]), np.array([0, 0, 0]), 2))
+        self.strategy(LBDatabase(np.array([2.0, 1.0, 1.0]), np.array([0, 0, 0]),
+                                 self.rt.npes))
         self.warm = True
 
     def start(self) -> None:
@@ -354,6 +366,7 @@ class Balancer:
     def _decide(self, step: int) -> None:
         rt = self.rt
         db = _database(self.parts, rt.npes)
+        self.msg_bytes = _estimate_local_bytes(db, self.msg_bytes)
         if self.dump is not None:
             self.dump.mkdir(parents=True, exist_ok=True)
             db.save(self.dump / f"step-{step:04d}.npz")
@@ -377,6 +390,10 @@ class Balancer:
                        "after_measured": None, "migrations": len(moved),
                        "bytes_moved": int(db.size[moved].sum()),
                        "strategy_time": strategy_time}
+        if self.machine is not None:  # bytes x hops on the torus (seed 004, Section 3)
+            self.record["hop_bytes_before"] = self.machine.hop_bytes(db)
+            self.record["hop_bytes_after"] = self.machine.hop_bytes(
+                db, np.where(db.migratable, placement, db.pe))
         self.sent = []
         self.ready = 0
         for p in range(rt.npes):
@@ -518,6 +535,21 @@ def _coords(positions: list[tuple[float, ...]]) -> np.ndarray:
     for i, p in enumerate(positions):
         out[i, :len(p)] = p
     return out
+
+
+def _estimate_local_bytes(db: LBDatabase, msg_bytes: float) -> float:
+    """Give the edges between elements of one PE (0 bytes: sent unpickled) the average bytes
+    per message of the edges between PEs, or ``msg_bytes`` (an earlier step's) when none
+    went between PEs; the average to keep."""
+    if db.bytes is None or db.messages is None or db.bytes.size == 0:
+        return msg_bytes
+    remote = db.bytes > 0
+    if remote.any():
+        msg_bytes = float(db.bytes[remote].sum() / db.messages[remote].sum())
+    local = ~remote & (db.messages > 0)
+    db.bytes[local] = np.maximum(1, np.rint(db.messages[local] * msg_bytes)).astype(
+        db.bytes.dtype)
+    return msg_bytes
 
 
 def _database(parts: list[dict[str, Any]], npes: int) -> LBDatabase:

@@ -58,6 +58,22 @@ class Machine:
                              f"line)") from None
         return cls(torus, node)
 
+    @classmethod
+    def parse(cls, spec: str, npes: int) -> Machine:
+        """The machine of ``shoal run --lb-machine`` for ``npes`` PEs: ``4x4x4`` (PEs in
+        launch order, as many per node as it takes to hold them), ``4x4x4:2`` (2 PEs per
+        node) or ``4x4x4:map.csv`` (the PE-to-node map of a mapping CSV)."""
+        shape, _, rest = spec.partition(":")
+        if not rest:
+            torus = Torus.parse(shape)
+            return cls.block(Torus(torus.dims, -(-npes // torus.nodes)), npes)
+        if rest.isdigit():
+            return cls.block(Torus.parse(shape, int(rest)), npes)
+        machine = cls.from_file(rest, Torus.parse(shape))
+        if machine.npes != npes:
+            raise UsageError(f"{rest} maps {machine.npes} PEs; the job has {npes}")
+        return machine
+
     def check(self, db: LBDatabase) -> None:
         """Refuse a machine whose PE count is not the database's."""
         if self.npes != db.npes:

@@ -100,8 +100,9 @@ def bind(name: str, options: LBOptions | None = None) -> Strategy:
     return functools.partial(fn, **kwargs) if kwargs else fn
 
 
-_HOW = {"machine": "give the torus and the PEs per node (shoal lb simulate --torus 4x4x4 "
-                   "--cores K, or --machine-file)"}
+_HOW = {"machine": "give the torus the PEs run on (shoal run --lb-machine 4x4x4[:CORES], "
+                   "lb_machine= of shoal.start; shoal lb simulate --torus 4x4x4 --cores K "
+                   "or --machine-file)"}
 
 
 def chain(names: str, options: LBOptions | None = None) -> Strategy:
