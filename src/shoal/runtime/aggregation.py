@@ -56,7 +56,7 @@ from shoal.runtime.proxy import CollectionProxy, entry_methods, normalize
 from shoal.runtime.vmesh import mesh_shape, next_hops
 
 if TYPE_CHECKING:
-    from shoal.runtime.collection import Collection
+    from shoal.runtime.collection import Collection, Slot
     from shoal.runtime.pe import Runtime
 
 Spec = tuple  # (aid, cid, chare, ndims, method, dtype, buffer_items, max_items, period, mesh)
@@ -168,7 +168,14 @@ def _item_dtype(item_dtype: Any) -> np.dtype:
 
 
 class Stream:
-    """One aggregator's buffers on one PE (built from its spec where it is first used)."""
+    """One aggregator's buffers on one PE (built from its spec where it is first used).
+
+    Per destination PE one list holds the items sent from here, index and item in turn
+    (``bufs``), and another the chunks passing through (``relayed``); the buffer of a peer
+    is the lists of the destinations routed through it (``via``). ``room`` counts down the
+    items a peer's buffer takes before it is sent, ``left`` the items the PE takes before
+    its fullest buffer goes: the send path does one decrement of each.
+    """
 
     def __init__(self, rt: Runtime, spec: Spec):
         (self.aid, self.cid, self.chare, self.ndims, self.method, self.dtype, self.cap,
@@ -184,13 +191,11 @@ class Stream:
         for dest, h in enumerate(self.hop):
             self.via[h].append(dest)
         npes = len(self.hop)
-        # items sent from here, per destination PE; chunks passing through, per destination
-        self.keys: list[list[Any]] = [[] for _ in range(npes)]
-        self.items: list[list[Any]] = [[] for _ in range(npes)]
+        self.bufs: list[list[Any]] = [[] for _ in range(npes)]
         self.relayed: dict[int, list[Chunk]] = {}
-        self.count = [0] * npes  # items in the buffer of each peer
+        self.room = [self.cap] * npes  # per peer: items its buffer takes before it is sent
+        self.left = self.max_items  # items the PE takes before the fullest buffer goes
         self.sent = [False] * npes  # per peer: sent since the last tick of the timer
-        self.pending = 0  # items in all buffers
         self.flushed = 0  # items that left the buffers (quiescence: entered = this + pending)
         self.messages = 0
         self.forwarded = 0  # items that arrived here for an element elsewhere
@@ -198,13 +203,19 @@ class Stream:
         self.armed = False
         self.told: set[int] = {pe}  # PEs that have this spec
         self.where: dict[Any, int] = {}  # index as given to send -> the PE believed to hold it
+        self.t0 = self.c0 = 0.0  # when the current run of deliveries began (wall, CPU)
+
+    @property
+    def pending(self) -> int:
+        """Items in this PE's buffers."""
+        return self.max_items - self.left
 
     # ----------------------------------------------------------------- sending
     def send(self, index: Any, item: Any) -> None:
         """Buffer ``item`` for element ``index`` (see :class:`Aggregator`)."""
         try:
-            dest = self.where.get(index)
-        except TypeError:  # unhashable: _locate names the mistake
+            dest = self.where[index]
+        except (KeyError, TypeError):  # not seen yet (or unhashable: _locate says so)
             dest = None
         if dest is None:
             dest = self._locate(index, item)
@@ -212,19 +223,28 @@ class Stream:
                 return
         if self.nfields and (type(item) is not tuple or len(item) != self.nfields):
             self._check(item)
-        self.keys[dest].append(index)
-        self.items[dest].append(item)
+        buf = self.bufs[dest]
+        buf.append(index)
+        buf.append(item)
         hop = self.hop[dest]
-        c = self.count[hop] + 1
-        self.count[hop] = c
-        n = self.pending + 1
-        self.pending = n
-        if c >= self.cap:
+        room = self.room[hop] - 1
+        self.room[hop] = room
+        left = self.left - 1
+        self.left = left
+        if room <= 0 or left <= 0 or not self.armed:
+            self._added(hop)
+
+    def _added(self, hop: int) -> None:
+        """Items went into the buffer of ``hop``: send it if full, the fullest buffers if the
+        PE holds ``max_items``, and start the timer if it is not running."""
+        if self.room[hop] <= 0:
             self.flush_peer(hop)
-        elif n >= self.max_items:
-            self._relieve()
-        elif not self.armed:
-            self._arm()
+        while self.left <= 0:
+            room = self.room
+            self.flush_peer(min(self.peers, key=room.__getitem__))
+        if self.left < self.max_items and not self.armed:
+            self.armed = True
+            self.rt.after(self.period, self._tick)
 
     def _locate(self, index: Any, item: Any) -> int | None:
         """The PE element ``index`` is believed to be on, remembered for the next item; None
@@ -234,7 +254,7 @@ class Stream:
         key = normalize(index, self.ndims)
         coll = rt.colls.get(self.cid)
         if coll is None:
-            if self.nfields or self.dtype is not None:
+            if self.dtype is not None:
                 item = self._pack([item]).tolist()[0]
             rt.invoke(self.cid, key, self.method, (item,), None, 0, None)
             return None
@@ -259,63 +279,25 @@ class Stream:
     def _pack(self, items: list[Any]) -> np.ndarray:
         """Items of the dtype as one array (an item that does not fit: ValueError or
         TypeError)."""
-        return np.array(items, dtype=self.dtype)
-
-    def _refuse(self, dest: int, fault: Callable[[Any], str | None]) -> None:
-        """Items buffered for ``dest`` could not travel: take out those with a ``fault``
-        (counted as gone, so quiescence does not wait for them) and name the first in a
-        UsageError; the others stay buffered. Returns if none has a fault."""
-        items = self.items[dest]
-        faults = [fault(item) for item in items]
-        keep = [k for k, f in enumerate(faults) if f is None]
-        if len(keep) == len(items):
-            return
-        bad = next(k for k, f in enumerate(faults) if f is not None)
-        keys = self.keys[dest]
-        self.keys[dest] = [keys[k] for k in keep]
-        self.items[dest] = [items[k] for k in keep]
-        dropped = len(items) - len(keep)
-        self.count[self.hop[dest]] -= dropped
-        self.pending -= dropped
-        self.flushed += dropped
-        raise UsageError(f"aggregated item {items[bad]!r} for {self.chare.__name__}"
-                         f"{list(normalize(keys[bad], self.ndims))}.{self.method} cannot be "
-                         f"sent ({faults[bad]}); {dropped} such item(s) dropped")
-
-    def _unfit(self, item: Any) -> str | None:
-        try:
-            np.array([item], dtype=self.dtype)
-        except (TypeError, ValueError) as exc:
-            return f"it does not fit item_dtype {self.dtype}: {exc}"
-        return None
-
-    @staticmethod
-    def _unpicklable(item: Any) -> str | None:
-        try:
-            pickle.dumps(item, 5)
-        except Exception as exc:  # pickling raises many kinds
-            return f"it cannot be pickled: {exc}"
-        return None
+        return np.fromiter(items, self.dtype, len(items))
 
     def relay(self, chunks: list[Chunk], urgent: bool) -> None:
         """Chunks passing through this PE: into the buffers of their next hops, as they are;
         ``urgent`` (they were flushed, not full) sends those buffers on at once."""
-        count, hops = self.count, set()
+        room, hops = self.room, set()
         for chunk in chunks:
             dest = chunk[1]
             self.relayed.setdefault(dest, []).append(chunk)
             n = len(chunk[2])
             hop = self.hop[dest]
-            count[hop] += n
-            self.pending += n
+            room[hop] -= n
+            self.left -= n
             hops.add(hop)
         for hop in hops:
-            if count[hop] >= self.cap or urgent:
-                self.flush_peer(hop, urgent)
-        if self.pending >= self.max_items:
-            self._relieve()
-        if self.pending and not self.armed:
-            self._arm()
+            if urgent:
+                self.flush_peer(hop, True)
+            else:
+                self._added(hop)
 
     def flush_peer(self, hop: int, urgent: bool = False) -> None:
         """Send the buffer of peer ``hop`` (this PE: through its own queue); ``urgent``: the
@@ -332,75 +314,100 @@ class Stream:
             for dest in self.via[hop]:
                 self._refuse(dest, self._unpicklable)
             raise
-        keys, items, relayed = self.keys, self.items, self.relayed
+        bufs, relayed = self.bufs, self.relayed
         for dest in self.via[hop]:
-            if keys[dest]:
-                keys[dest] = []
-                items[dest] = []
+            if bufs[dest]:
+                bufs[dest] = []
             relayed.pop(dest, None)
         self.told.add(hop)
-        n = self.count[hop]
-        self.count[hop] = 0
+        n = self.cap - self.room[hop]
+        self.room[hop] = self.cap
         self.sent[hop] = True
-        if self.pending > self.peak:
-            self.peak = self.pending
-        self.pending -= n
+        self.peak = max(self.peak, self.pending)
+        self.left += n
         self.flushed += n
         self.messages += 1
 
     def _chunks(self, hop: int) -> list[Chunk]:
         """What the buffer of peer ``hop`` holds, as chunks (the buffers stay as they are)."""
-        keys, items, relayed = self.keys, self.items, self.relayed
+        bufs, relayed = self.bufs, self.relayed
         pe, dtype = self.pe, self.dtype
         chunks = []
         for dest in self.via[hop]:
-            if keys[dest]:
-                stuff: list[Any] | np.ndarray = items[dest]
+            buf = bufs[dest]
+            if buf:
+                items: list[Any] | np.ndarray = buf[1::2]
                 if dtype is not None:
                     try:
-                        stuff = self._pack(items[dest])
+                        items = self._pack(buf[1::2])
                     except (TypeError, ValueError):
                         self._refuse(dest, self._unfit)
                         raise
-                chunks.append((pe, dest, keys[dest], stuff))
+                chunks.append((pe, dest, buf[0::2], items))
             if dest in relayed:
                 chunks.extend(relayed[dest])
         return chunks
 
+    def _refuse(self, dest: int, fault: Callable[[Any], str | None]) -> None:
+        """Items buffered for ``dest`` could not travel: take out those with a ``fault``
+        (counted as gone, so quiescence does not wait for them) and name the first in a
+        UsageError; the others stay buffered. Returns if none has a fault."""
+        buf = self.bufs[dest]
+        faults = [fault(item) for item in buf[1::2]]
+        bad = [k for k, f in enumerate(faults) if f is not None]
+        if not bad:
+            return
+        index, item = buf[2 * bad[0]], buf[2 * bad[0] + 1]
+        self.bufs[dest] = [x for k, f in enumerate(faults) if f is None
+                           for x in buf[2 * k:2 * k + 2]]
+        self.room[self.hop[dest]] += len(bad)
+        self.left += len(bad)
+        self.flushed += len(bad)
+        raise UsageError(f"aggregated item {item!r} for {self.chare.__name__}"
+                         f"{list(normalize(index, self.ndims))}.{self.method} cannot be "
+                         f"sent ({faults[bad[0]]}); {len(bad)} such item(s) dropped")
+
+    def _unfit(self, item: Any) -> str | None:
+        try:
+            self._pack([item])
+        except (TypeError, ValueError) as exc:
+            return f"it does not fit item_dtype {self.dtype}: {exc}"
+        return None
+
+    @staticmethod
+    def _unpicklable(item: Any) -> str | None:
+        try:
+            pickle.dumps(item, 5)
+        except Exception as exc:  # pickling raises many kinds
+            return f"it cannot be pickled: {exc}"
+        return None
+
     def flush(self) -> None:
         """Send every buffer that holds items."""
-        count = self.count
+        room, cap = self.room, self.cap
         for hop in self.peers:
-            if count[hop]:
+            if room[hop] < cap:
                 self.flush_peer(hop, True)
-
-    def _relieve(self) -> None:
-        """The PE holds ``max_items``: send the fullest buffers until it holds fewer."""
-        count = self.count
-        while self.pending >= self.max_items:
-            self.flush_peer(max(self.peers, key=count.__getitem__))
-
-    # ----------------------------------------------------------------- the timer
-    def _arm(self) -> None:
-        self.armed = True
-        self.rt.after(self.period, self._tick)
 
     def _tick(self) -> None:
         """Every ``flush_period`` while items are buffered: send the buffers that were not
         sent since the last tick."""
-        count, sent = self.count, self.sent
+        room, cap, sent = self.room, self.cap, self.sent
         for hop in self.peers:
-            if count[hop] and not sent[hop]:
+            if room[hop] < cap and not sent[hop]:
                 self.flush_peer(hop, True)
             sent[hop] = False
         self.armed = False
-        if self.pending:
-            self._arm()
+        if self.left < self.max_items:
+            self.armed = True
+            self.rt.after(self.period, self._tick)
 
     # ----------------------------------------------------------------- arrival
     def deliver(self, chunk: Chunk) -> None:
-        """Run ``method(item)`` of each item's element, here; items whose element is not
-        here go on as ordinary messages."""
+        """Run ``method(item)`` of each item's element, here, as the current element; items
+        whose element is not here go on as ordinary messages. Consecutive items to one
+        element are one run: its method is looked up and its time taken once per run (each
+        call alone with ``cpu_stats`` or a trace, which record every call)."""
         rt = self.rt
         coll = rt.colls.get(self.cid)
         if coll is None:  # its creation has not reached this PE yet: wait for it
@@ -409,46 +416,61 @@ class Stream:
         src, _, keys, items = chunk
         if type(items) is not list:
             items = items.tolist()
-        name = self.method
-        local = coll.local
-        one = self.ndims == 1
-        timed = rt.instrument
-        detailed = rt.detailed
-        t = time.perf_counter()
+        local, one, alone = coll.local, self.ndims == 1, rt.detailed
+        prev: Any = _NOBODY
+        slot: Any = None
+        fn: Any = None
+        calls = 0
         for key, item in zip(keys, items, strict=True):
-            if one and type(key) is not tuple:
-                key = (key,)
-            slot = local.get(key)
-            if slot is None:
-                self._forward(coll, src, key, item)
-                continue
-            rt.current = slot
-            rt.work = (slot, name)
-            c0 = time.thread_time() if detailed else 0.0
-            getattr(slot.obj, name)(item)
-            if timed:
-                now = time.perf_counter()
-                st = slot.stats.get(name)
-                if st is None:
-                    st = slot.stats[name] = [0, 0.0, 0.0]
-                st[0] += 1
-                st[1] += now - t
-                if detailed:
-                    rt._detail(st, slot, name, t, c0)
-                t = now
-            if slot.migrate_to is not None and slot.active == 0:
-                rt.current = None
-                rt.migration.move_deferred(slot)
+            if key != prev:
+                if calls:
+                    self._ran(slot, calls)
+                    calls = 0
+                slot = local.get((key,) if one and type(key) is not tuple else key)
+                if slot is None:
+                    prev = _NOBODY
+                    self._forward(coll, src, key, item)
+                    continue
+                prev = key
+                fn = self._enter(slot)
+            fn(item)
+            calls += 1
+            if alone or slot.migrate_to is not None:
+                self._ran(slot, calls)
+                calls = 0
+                prev = _NOBODY
+        if calls:
+            self._ran(slot, calls)
         rt.current = None
         rt.work = None
 
-    def _forward(self, coll: Collection, src: int, key: tuple, item: Any) -> None:
+    def _enter(self, slot: Slot) -> Callable[[Any], Any]:
+        """Start a run of items to ``slot``: it is the current element; its method."""
+        rt = self.rt
+        rt.current = slot
+        rt.work = (slot, self.method)
+        self.t0 = time.perf_counter()
+        self.c0 = time.thread_time() if rt.detailed else 0.0
+        return getattr(slot.obj, self.method)
+
+    def _ran(self, slot: Slot, calls: int) -> None:
+        """A run of ``calls`` items to ``slot`` is over: its statistics; its move, if one of
+        them asked for it."""
+        rt = self.rt
+        if rt.instrument:
+            rt._account(slot, self.method, calls, self.t0, self.c0)
+        if slot.migrate_to is not None and slot.active == 0:
+            rt.current = None
+            rt.migration.move_deferred(slot)
+
+    def _forward(self, coll: Collection, src: int, key: Any, item: Any) -> None:
         """An item for an element that is not here: on as an ordinary message; the source
         learns where the element went, if this PE knows."""
         rt = self.rt
         self.forwarded += 1
         rt.current = None
         rt.work = None
+        key = normalize(key, self.ndims)
         rt.invoke(self.cid, key, self.method, (item,), None, 0, None)
         there = coll.forward.get(key)
         if there is not None:
@@ -475,6 +497,9 @@ class Stream:
                 "bound_bytes": bound}
 
 
+_NOBODY = object()  # no element's run of items is going on
+
+
 class Aggregation:
     """The aggregation manager of one PE: the streams of every aggregator used here."""
 
@@ -492,11 +517,11 @@ class Aggregation:
     def counts(self) -> tuple[int, int]:
         """Items that entered this PE's buffers and items that left them (quiescence: the
         difference is work still to do)."""
-        flushed = pending = 0
+        flushed = left = 0
         for st in self.streams.values():
             flushed += st.flushed
-            pending += st.pending
-        return flushed + pending, flushed
+            left += st.flushed + st.pending
+        return left, flushed
 
     def on_items(self, env: tuple) -> None:
         """``AGG``: chunks for this PE run here, the others go on toward their PE."""
