@@ -191,11 +191,13 @@ class Neighbour(shoal.Chare):
     theirs."""
 
     def __init__(self):
-        self.got = {}
+        self.got = {}  # iteration -> items received (a neighbour may be one ahead)
+        self.it = self.iters = 0
 
     def run(self, agg, iters, done):
         self.agg, self.iters, self.done, self.it = agg, iters, done, 0
         self._send()
+        self._advance()  # the neighbours' items may all have come before this call
 
     def _send(self):
         i, n = self.thisIndex[0], KN_ELEMS
@@ -215,7 +217,10 @@ class Neighbour(shoal.Chare):
     def take(self, item):
         it = item[0]
         self.got[it] = self.got.get(it, 0) + 1
-        while self.got.get(self.it) == 4 * KN_ITEMS:
+        self._advance()
+
+    def _advance(self):
+        while self.it < self.iters and self.got.get(self.it) == 4 * KN_ITEMS:
             del self.got[self.it]
             self.it += 1
             if self.it == self.iters:
