@@ -15,7 +15,10 @@ buffer for the next hop as it is.
 When a buffer is sent: when it holds ``buffer_items`` items; when the PE holds ``max_items``
 items in all the buffers of the aggregator (then the fullest goes); when it has not been sent
 for ``flush_period`` seconds (a runtime timer that runs while anything is buffered, every
-``flush_period``: an item waits at most about two periods per hop); and on ``agg.flush()``.
+``flush_period``, never while nothing is: an item waits at most about two periods); and on
+``agg.flush()``. A flushed message (timer or demand, not a full buffer) is marked urgent:
+the PEs on its way pass its items on at once, so a flush on every PE delivers every item
+without waiting for anyone's timer.
 
 Wire format of a chunk: ``(source PE, destination PE, indices, items)``, ``indices`` a list
 of the element indices as given to ``send``; ``items`` with ``item_dtype`` one packed numpy
