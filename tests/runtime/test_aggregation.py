@@ -32,7 +32,7 @@ def test_every_item_runs_exactly_once_at_its_element(ranks, mesh):
         assert dtype["entered"] == dtype["items"]
     assert dtype["messages"] < dtype["items"] / 10  # aggregated: many items per message
     assert figures["migration"]["forwarded_first"] == 4 * ranks * 100
-    assert figures["migration"]["items"] == 6 * 4 * ranks * 100
+    assert figures["migration"]["items"] == 7 * 4 * ranks * 100
     assert figures["quiescence_waits"]["items"] == 4 * ranks * 50
     assert figures["timer_flush"]["items"] == 4 * ranks * 50
 
@@ -218,3 +218,26 @@ def test_every_item_leaves_once_and_the_pe_never_holds_max_items(sends, cap, ext
     for (hop, env) in rt.sent:
         assert all(hops[chunk[1]] == hop for chunk in env[3])  # sent toward their PE
     assert all(d == index // 4 for d, index, _ in out)  # block map: 4 elements per PE
+
+
+def test_deliveries_book_each_element_its_calls_and_time(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr("time.perf_counter", lambda: clock[0])
+
+    class Worker(Sink):
+        def take(self, item):  # element i works i seconds of the fake clock per item
+            clock[0] += self.thisIndex[0]
+
+    rt, st = stream(pe=1, npes=2, nelems=8, buffer_items=100)
+    rt.instrument = True
+    coll = rt.colls[7]
+    for i in (4, 5, 6):
+        slot = Slot(coll, (i,))
+        slot.obj = Worker.__new__(Worker)
+        slot.obj._slot = slot
+        coll.local[(i,)] = slot
+    coll.forward[(7,)] = 0
+    st.deliver((0, 1, [4, 4, 7, 5, 4, 6, 6], list("abcdefg")))
+    booked = {i: coll.local[(i,)].stats["take"][:2] for i in (4, 5, 6)}
+    assert booked == {4: [3, 12.0], 5: [1, 5.0], 6: [2, 12.0]}
+    assert st.forwarded == 1

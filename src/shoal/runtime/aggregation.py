@@ -48,6 +48,7 @@ import os
 import pickle
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -206,7 +207,6 @@ class Stream:
         self.armed = False
         self.told: set[int] = {pe}  # PEs that have this spec
         self.where: dict[Any, int] = {}  # index as given to send -> the PE believed to hold it
-        self.t0 = self.c0 = 0.0  # when the current run of deliveries began (wall, CPU)
 
     @property
     def pending(self) -> int:
@@ -409,8 +409,10 @@ class Stream:
     def deliver(self, chunk: Chunk) -> None:
         """Run ``method(item)`` of each item's element, here, as the current element; items
         whose element is not here go on as ordinary messages. Consecutive items to one
-        element are one run: its method is looked up and its time taken once per run (each
-        call alone with ``cpu_stats`` or a trace, which record every call)."""
+        element are one run: its method is looked up and the clock read once per run, and
+        the runs' calls and times go into the elements' statistics after the chunk (with
+        ``cpu_stats`` or a trace, which record every call, each call is booked alone:
+        :meth:`_each`)."""
         rt = self.rt
         coll = rt.colls.get(self.cid)
         if coll is None:  # its creation has not reached this PE yet: wait for it
@@ -419,52 +421,67 @@ class Stream:
         src, _, keys, items = chunk
         if type(items) is not list:
             items = items.tolist()
-        local, one, alone = coll.local, self.ndims == 1, rt.detailed
+        local, one, name, clock = coll.local, self.ndims == 1, self.method, time.perf_counter
+        each = rt.detailed
+        runs: list[Any] = []  # slot, calls, end of each run (see _book)
+        calls = 0
         prev: Any = _NOBODY
         slot: Any = None
         fn: Any = None
-        calls = 0
         for key, item in zip(keys, items, strict=True):
             if key != prev:
-                if calls:
-                    self._ran(slot, calls)
-                    calls = 0
+                runs += (slot, calls, clock())
                 slot = local.get((key,) if one and type(key) is not tuple else key)
                 if slot is None:
-                    prev = _NOBODY
+                    prev, calls = _NOBODY, 0
                     self._forward(coll, src, key, item)
                     continue
-                prev = key
-                fn = self._enter(slot)
+                prev, calls = key, 0
+                rt.current = slot
+                rt.work = (slot, name)
+                fn = getattr(slot.obj, name)
+                if each:
+                    fn = partial(self._each, slot, fn)
             fn(item)
             calls += 1
-            if alone or slot.migrate_to is not None:
-                self._ran(slot, calls)
-                calls = 0
-                prev = _NOBODY
-        if calls:
-            self._ran(slot, calls)
+            if slot.migrate_to is not None:
+                runs += (slot, calls, clock())
+                prev, calls = _NOBODY, 0
+                self._moved(slot)
+        runs += (slot, calls, clock())
         rt.current = None
         rt.work = None
+        if rt.instrument and not each:
+            self._book(runs)
 
-    def _enter(self, slot: Slot) -> Callable[[Any], Any]:
-        """Start a run of items to ``slot``: it is the current element; its method."""
-        rt = self.rt
-        rt.current = slot
-        rt.work = (slot, self.method)
-        self.t0 = time.perf_counter()
-        self.c0 = time.thread_time() if rt.detailed else 0.0
-        return getattr(slot.obj, self.method)
+    def _each(self, slot: Slot, fn: Callable[[Any], Any], item: Any) -> None:
+        """One call, booked alone: its wall and CPU time, its trace event."""
+        t0, c0 = time.perf_counter(), time.thread_time()
+        fn(item)
+        self.rt._account(slot, self.method, 1, t0, c0)
 
-    def _ran(self, slot: Slot, calls: int) -> None:
-        """A run of ``calls`` items to ``slot`` is over: its statistics; its move, if one of
-        them asked for it."""
+    def _moved(self, slot: Slot) -> None:
+        """After a call that asked its element to move: it moves (the following items to it
+        are forwarded)."""
         rt = self.rt
-        if rt.instrument:
-            rt._account(slot, self.method, calls, self.t0, self.c0)
         if slot.migrate_to is not None and slot.active == 0:
             rt.current = None
             rt.migration.move_deferred(slot)
+
+    def _book(self, runs: list[Any]) -> None:
+        """The calls and wall time of each run into its element's statistics: ``runs`` is
+        flat, ``slot, calls, end`` per run, and a run began where the one before it ended
+        (the first, of no calls, only marks the start)."""
+        name = self.method
+        for k in range(3, len(runs), 3):
+            calls = runs[k + 1]
+            if calls:
+                slot = runs[k]
+                st = slot.stats.get(name)
+                if st is None:
+                    st = slot.stats[name] = [0, 0.0, 0.0]
+                st[0] += calls
+                st[1] += runs[k + 2] - runs[k - 1]
 
     def _forward(self, coll: Collection, src: int, key: Any, item: Any) -> None:
         """An item for an element that is not here: on as an ordinary message; the source

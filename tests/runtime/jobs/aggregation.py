@@ -46,10 +46,15 @@ class Sink(shoal.Chare):
         self.got.append((self.thisIndex[0], shoal.my_pe(), item))
 
     def blast(self, agg, n, nelems, flush=False, seed=0, wrap=None):
+        self.agg = agg  # kept: it travels with the element when it moves
         for dest, item in items_of(self.thisIndex[0], n, nelems, seed):
             agg.send(dest, item if wrap is None else wrap(item))
         if flush:
             agg.flush()
+
+    def again(self, n, nelems, seed):
+        """A blast through the aggregator this element kept (after a move: unpickled here)."""
+        self.blast(self.agg, n, nelems, True, seed)
 
     def hop(self, pe):
         self.migrate(pe)
@@ -198,6 +203,8 @@ async def migration():
     await shoal.quiescence()
     forwarded = sum(s["forwarded"] for s in await stats_of(agg))
     assert forwarded == nelems * n, (forwarded, nelems * n)  # every element had moved
+    for i in range(nelems):
+        arr[i].again(n, nelems, 9)
     # now items flow while elements move about, with small buffers and flushes
     flow = shoal.Aggregator(arr, "take", item_dtype=DT, buffer_items=16, mesh=MESH)
     rng = np.random.default_rng(7)
@@ -208,7 +215,7 @@ async def migration():
                 arr[int(rng.integers(nelems))].hop(int(rng.integers(p)))
     await shoal.quiescence()
     want = expected(nelems, n)
-    for seed in range(1, 6):
+    for seed in (*range(1, 6), 9):
         want.update(expected(nelems, n, seed))
     got = await received(arr)
     assert got == want, "items lost or duplicated under migration"
