@@ -37,6 +37,11 @@ def test_every_item_runs_exactly_once_at_its_element(ranks, mesh):
     assert figures["timer_flush"]["items"] == 4 * ranks * 50
 
 
+@pytest.mark.parametrize("options", [(), ("--cpu-stats",)])
+def test_every_delivered_item_is_a_call_in_the_statistics(options):
+    assert run_ok("aggregation", 2, "booked", options=options)["booked"]["calls"] == 800
+
+
 def test_mistakes_are_usage_errors_that_say_what_to_change():
     msgs = run_ok("aggregation", 2, "bad_input")["bad_input"]
     assert "no entry method 'tkae'" in msgs["method"]

@@ -104,6 +104,12 @@ class PerPE(shoal.Chare):
     def report(self, fut):
         self.contribute(self.got, Reducer.gather, fut)
 
+    def calls(self, fut):
+        """Calls of ``take`` booked in this PE's statistics (the elements here now)."""
+        calls = sum(methods["take"][0] for key, methods in shoal.stats()["elements"].items()
+                    if "take" in methods and key[0] != self.thisProxy.cid)
+        self.contribute(calls, Reducer.sum, fut)
+
 
 async def received(arr, key=lambda item: tuple(item)):
     fut = shoal.future()
@@ -262,6 +268,23 @@ async def timer_flush():
     return {"items": got}
 
 
+async def booked():
+    """Every delivered item is a call of its element in the runtime's statistics (which the
+    load balancer reads), also with --cpu-stats, where each call is booked alone."""
+    p = shoal.num_pes()
+    nelems, n = 4 * p, 100
+    arr = shoal.Array(Sink, nelems)
+    agg = shoal.Aggregator(arr, "take", item_dtype=DT, buffer_items=32, mesh=MESH)
+    for i in range(nelems):
+        arr[i].blast(agg, n, nelems, flush=True)
+    await shoal.quiescence()
+    fut = shoal.future()
+    shoal.Group(PerPE).calls(fut)
+    calls = await fut
+    assert calls == nelems * n, (calls, nelems * n)
+    return {"calls": calls}
+
+
 def refused(fn):
     try:
         fn()
@@ -304,4 +327,4 @@ async def bad_input():
 
 if __name__ == "__main__":
     main({f.__name__: f for f in (exactly_once_dtype, exactly_once_pickled, migration,
-                                  quiescence_waits, timer_flush, bad_input)})
+                                  quiescence_waits, timer_flush, booked, bad_input)})
