@@ -246,3 +246,13 @@ def test_deliveries_book_each_element_its_calls_and_time(monkeypatch):
     booked = {i: coll.local[(i,)].stats["take"][:2] for i in (4, 5, 6)}
     assert booked == {4: [3, 12.0], 5: [1, 5.0], 6: [2, 12.0]}
     assert st.forwarded == 1
+
+
+def test_before_the_collection_reaches_this_pe_an_item_goes_as_a_message():
+    dt = np.dtype([("a", "<i4"), ("b", "<f8")])
+    rt, st = stream(pe=1, npes=2, nelems=4, item_dtype=dt)
+    del rt.colls[7]  # its creation is still travelling down the tree
+    st.send(2, (1, 2))
+    assert rt.invoked == [((2,), "take", ((1, 2.0),))] and st.pending == 0
+    with pytest.raises(UsageError, match="cannot be sent"):
+        st.send(3, ("x", 2.0))

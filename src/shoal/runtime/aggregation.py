@@ -258,6 +258,9 @@ class Stream:
         coll = rt.colls.get(self.cid)
         if coll is None:
             if self.dtype is not None:
+                fault = self._unfit(item)
+                if fault is not None:
+                    raise UsageError(f"aggregated item {item!r} cannot be sent ({fault})")
                 item = self._pack([item]).tolist()[0]
             rt.invoke(self.cid, key, self.method, (item,), None, 0, None)
             return None
