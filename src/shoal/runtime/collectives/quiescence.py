@@ -91,8 +91,9 @@ class Quiescence:
         if acc[3] > 0:
             return
         rt = self.rt
-        created = acc[0] + rt.created + rt.queue.pushed
-        processed = acc[1] + rt.processed
+        entered, left = rt.aggregation.counts()  # items in aggregation buffers are work
+        created = acc[0] + rt.created + rt.queue.pushed + entered
+        processed = acc[1] + rt.processed + left
         if rt.pe != 0:
             rt.net.send(parent(rt.pe, 0, rt.npes),
                         (QD_REPLY, self.wave, created, processed, acc[2]))
@@ -141,9 +142,11 @@ class Quiescence:
 
     def _probed(self, quiet: bool, waiting: int) -> None:
         """A probe's wave came back: quiescent with main's the only waiting coroutine
-        means main is stuck; otherwise another wave, or give up for a while."""
+        means main is stuck, unless someone awaits this very quiescence (main itself, when
+        it called ``shoal.quiescence()`` while the probe ran); otherwise another wave, or
+        give up for a while."""
         fut = self._main_future()
-        if quiet and waiting == 1 and fut is not None:
+        if quiet and waiting == 1 and fut is not None and not self.waiters:
             self.rt.work = (None, "main")
             raise ShoalError(f"main waits on {fut!r} but no work is pending: nothing can "
                              "resolve it (every PE is idle, no message is in flight, no "
