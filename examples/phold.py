@@ -58,7 +58,8 @@ async def main(p: Params, a: argparse.Namespace) -> None:
     print(f"{npes * p.lps} LPs on {npes} PEs, {p.events} initial events per LP, lookahead "
           f"{p.lookahead:g}, remote {p.remote:g}, end time {p.end_time:g}, {mode}")
     print(f"{r.total} events committed in {r.seconds:.3f} s: {r.rate:.0f} events/s; "
-          f"{r.windows} windows", flush=True)
+          f"{r.windows} windows, {r.waited.sum()} waits of an LP for events in flight",
+          flush=True)
     t0 = time.perf_counter()
     ref = serial(p, npes)
     took = time.perf_counter() - t0

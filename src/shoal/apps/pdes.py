@@ -148,8 +148,9 @@ class Result:
     """Per LP (numpy arrays indexed by LP): events ``committed`` (executed), timestamp of
     the ``last`` one (-inf if none), ``pending`` at the end, events ``sent`` and
     ``received`` (initial events not counted), ``disorder`` (executions earlier than the
-    LP's previous one: 0 in a correct run); and ``windows`` executed, ``seconds`` of the
-    run."""
+    LP's previous one: 0 in a correct run), ``waited`` (windows the LP had to wait for
+    events still in flight when the window opened; 0 in the serial run); and ``windows``
+    executed, ``seconds`` of the run."""
 
     committed: np.ndarray
     last: np.ndarray
@@ -157,6 +158,7 @@ class Result:
     sent: np.ndarray
     received: np.ndarray
     disorder: np.ndarray
+    waited: np.ndarray
     windows: int
     seconds: float
 
@@ -223,8 +225,8 @@ def serial(p: Params, npes: int) -> Result:
         seq[lp] += 1
         received[dest] += 1
     pending = np.bincount([lp for _, lp, _ in heap], minlength=n).astype(np.int64)
-    return Result(committed, last, pending, committed.copy(), received, disorder, windows,
-                  time.perf_counter() - t0)
+    return Result(committed, last, pending, committed.copy(), received, disorder,
+                  np.zeros(n, np.int64), windows, time.perf_counter() - t0)
 
 
 # ----------------------------------------------------------------- the parallel run
@@ -262,7 +264,7 @@ class LP(shoal.Chare):
         self.stream = Stream(p, lp, npes)
         self.base = lp << UID_SHIFT
         self.seq = p.events
-        self.committed = self.disorder = self.windows = 0
+        self.committed = self.disorder = self.windows = self.waited = 0
         self.arrived = self.early = self.expect = 0
         self.last = -math.inf
         self.start_at = math.nan  # the earliest pending timestamp of the next window
@@ -304,6 +306,7 @@ class LP(shoal.Chare):
             self._advance()
         else:
             self.waiting = True
+            self.waited += 1
 
     def _advance(self) -> None:
         """Execute the window that starts at ``start_at`` and send its events, then
@@ -311,7 +314,8 @@ class LP(shoal.Chare):
         p = self.p
         if self.start_at >= p.end_time:
             self.contribute((self.committed, self.last, len(self.heap), self.seq - p.events,
-                             self.arrived + self.early, self.disorder, self.windows),
+                             self.arrived + self.early, self.disorder, self.waited,
+                             self.windows),
                             shoal.Reducer.gather, self.done)
             return
         self.windows += 1
@@ -387,5 +391,5 @@ async def simulate(p: Params, aggregate: bool = False, buffer_items: int = 1024,
     final = await done
     seconds = time.perf_counter() - t0
     cols = list(zip(*final, strict=True))
-    per_lp = [np.array(c) for c in cols[:6]]
-    return Result(*per_lp, windows=int(cols[6][0]), seconds=seconds)
+    per_lp = [np.array(c) for c in cols[:7]]
+    return Result(*per_lp, windows=int(cols[7][0]), seconds=seconds)
