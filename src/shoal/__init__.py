@@ -4,6 +4,7 @@ such a runtime needs (gossip-spread node state, communication models, topology a
 from shoal._version import __version__
 from shoal.errors import CheckpointError, ShoalError, UsageError, WireError
 from shoal.runtime import (
+    Aggregator,
     Array,
     Channel,
     Chare,
@@ -26,7 +27,7 @@ from shoal.runtime import (
     stats,
 )
 
-__all__ = ["Array", "Channel", "Chare", "CheckpointError", "Future", "Group", "Reducer",
+__all__ = ["Aggregator", "Array", "Channel", "Chare", "CheckpointError", "Future", "Group", "Reducer",
            "Runtime", "ShoalError", "UsageError", "WireError", "__version__", "checkpoint",
            "create", "exit", "future", "iteration", "lb_history", "my_pe", "num_pes",
            "quiescence", "restored", "sleep", "start", "stats"]

@@ -20,7 +20,7 @@ def handler_owners(rt: Runtime) -> dict[str, object]:
     """The core, its managers and their parts that handle messages, by handler prefix."""
     return {"core": rt, **{name: getattr(rt, name) for name in
                              ("location", "migration", "broadcasts", "reductions",
-                              "quiescence", "balancer", "checkpoints")},
+                              "quiescence", "balancer", "checkpoints", "aggregation")},
               "balancer.grapevine": rt.balancer.grapevine}
 
 
@@ -50,7 +50,7 @@ def test_every_kind_has_exactly_one_handler_and_every_handler_a_kind():
 def test_only_the_runtimes_own_bookkeeping_is_left_out_of_quiescence_counts():
     uncounted = {k.name for k in KINDS if not k.counted}
     assert uncounted == {"LOC", "HOME", "DELETED", "QD_ASK", "QD_REPLY", "EXIT",
-                         "CKPT_WRITE", "CKPT_DONE", "CKPT_COPY", "CKPT_COMMIT"}
+                         "CKPT_WRITE", "CKPT_DONE", "CKPT_COPY", "CKPT_COMMIT", "AGG_LOC"}
     assert protocol.COUNTED == tuple(k.counted for k in KINDS)
 
 

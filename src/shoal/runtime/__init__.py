@@ -1,6 +1,7 @@
 """Over-decomposed, message-driven, migratable objects over MPI (seed 002): the Charm++
 model in Python. See :mod:`shoal.runtime.pe` for the scheduler and its managers."""
 
+from shoal.runtime.aggregation import Aggregator
 from shoal.runtime.api import (
     Array,
     Group,
@@ -24,6 +25,6 @@ from shoal.runtime.futures import Future
 from shoal.runtime.pe import Runtime
 from shoal.runtime.reducers import Reducer
 
-__all__ = ["Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime", "checkpoint",
-           "create", "exit", "future", "iteration", "lb_history", "my_pe", "num_pes",
+__all__ = ["Aggregator", "Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime",
+           "checkpoint", "create", "exit", "future", "iteration", "lb_history", "my_pe", "num_pes",
            "quiescence", "restored", "sleep", "start", "stats"]

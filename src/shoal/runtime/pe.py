@@ -31,6 +31,7 @@ from typing import Any
 from numpy import ndarray
 
 from shoal.errors import ShoalError, UsageError
+from shoal.runtime.aggregation import Aggregation
 from shoal.runtime.checkpoint import Checkpoints, InMemory
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.collectives.broadcast import Broadcasts
@@ -92,7 +93,7 @@ def _precise_sleep() -> None:
 class Runtime:
     """The PE core: scheduler, sends, entry-method invocation and futures of one PE, and
     its managers (``location``, ``migration``, ``broadcasts``, ``reductions``,
-    ``quiescence``, ``balancer``, ``checkpoints``).
+    ``quiescence``, ``balancer``, ``checkpoints``, ``aggregation``).
 
     ``poll_spin`` and ``poll_max`` (seconds) set the idle back-off; ``instrument`` records
     the calls and wall time of every entry method per element (on by default, for the load
@@ -177,6 +178,7 @@ class Runtime:
         self.quiescence = Quiescence(self)
         self.balancer = Balancer(self, lb, lb_period, lb_dump, lb_auto)
         self.checkpoints = checkpoints or Checkpoints(self)
+        self.aggregation = Aggregation(self)
         self.handlers = handler_table(self)
 
     # ----------------------------------------------------------------- start and stop

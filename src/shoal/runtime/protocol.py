@@ -62,6 +62,8 @@ LB_GV_GOSSIP = _kind("LB_GV_GOSSIP", "balancer.grapevine.on_gossip", counted=Tru
 LB_GV_ACK = _kind("LB_GV_ACK", "balancer.grapevine.on_ack", counted=True)
 LB_GV_OFFER = _kind("LB_GV_OFFER", "balancer.grapevine.on_offer", counted=True)
 LB_GV_REPLY = _kind("LB_GV_REPLY", "balancer.grapevine.on_reply", counted=True)
+# aggregated items (aggregation.py): chunks of items toward their PEs
+AGG = _kind("AGG", "aggregation.on_items", counted=True)
 # the runtime's own bookkeeping (not counted)
 LOC = _kind("LOC", "location.on_loc", counted=False)
 HOME = _kind("HOME", "location.on_home", counted=False)
@@ -73,6 +75,7 @@ CKPT_WRITE = _kind("CKPT_WRITE", "checkpoints.on_write", counted=False)
 CKPT_DONE = _kind("CKPT_DONE", "checkpoints.on_done", counted=False)
 CKPT_COPY = _kind("CKPT_COPY", "checkpoints.on_copy", counted=False)
 CKPT_COMMIT = _kind("CKPT_COMMIT", "checkpoints.on_commit", counted=False)
+AGG_LOC = _kind("AGG_LOC", "aggregation.on_loc", counted=False)
 
 COUNTED: tuple[bool, ...] = tuple(k.counted for k in KINDS)
 

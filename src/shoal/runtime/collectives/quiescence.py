@@ -91,8 +91,9 @@ class Quiescence:
         if acc[3] > 0:
             return
         rt = self.rt
-        created = acc[0] + rt.created + rt.queue.pushed
-        processed = acc[1] + rt.processed
+        entered, left = rt.aggregation.counts()  # items in aggregation buffers are work
+        created = acc[0] + rt.created + rt.queue.pushed + entered
+        processed = acc[1] + rt.processed + left
         if rt.pe != 0:
             rt.net.send(parent(rt.pe, 0, rt.npes),
                         (QD_REPLY, self.wave, created, processed, acc[2]))

@@ -1,0 +1,466 @@
+"""Aggregation of fine-grained items over a virtual mesh of PEs (seed 002, Section III-F:
+TRAM, the Topological Routing and Aggregation Module).
+
+``agg = shoal.Aggregator(proxy, "method")`` makes a stream of items to the elements of an
+array or group; ``agg.send(index, item)`` buffers one item, and on arrival the element's
+``method(item)`` runs once per item. Items to the same next PE travel together as one
+``AGG`` message: a message costs the runtime about 5 µs, an item a fraction of one.
+
+Where items go (:mod:`shoal.runtime.vmesh`): the PEs form an N-D mesh; a PE keeps one buffer
+per peer (the PEs that differ from it in one coordinate, ``sum(s_d - 1)``, and itself), and an
+item to a PE that is not a peer goes along a minimal path, one coordinate per hop. An
+intermediate PE does not unpack the items it passes on: it adds the sender's chunk to its own
+buffer for the next hop as it is.
+
+When a buffer is sent: when it holds ``buffer_items`` items; when the PE holds ``max_items``
+items in all the buffers of the aggregator (then the fullest goes); when it has not been sent
+for ``flush_period`` seconds (a runtime timer that runs while anything is buffered, every
+``flush_period``: an item waits at most about two periods per hop); and on ``agg.flush()``.
+
+Wire format of a chunk: ``(source PE, destination PE, indices, items)``, ``indices`` a list
+of the element indices as given to ``send``; ``items`` with ``item_dtype`` one packed numpy
+array (no pickle per item; delivered as tuples of Python scalars, ``array.tolist()``, which
+cost 15 ns to unpack where a numpy record's field costs 500 ns), otherwise the list of items,
+pickled with the envelope in one go.
+
+Quiescence: a buffered item is work not yet done. Each stream counts the items that entered
+its buffers and those that left (``pending + flushed`` and ``flushed``); the quiescence waves
+add them to the PE's created and processed counts (:meth:`Aggregation.counts`), so the job is
+never quiescent while an item sits in a buffer (the failure of charm#1658).
+
+Delivery runs the method in the ``AGG`` handler, item by item, as the current element
+(its sends are its own, its time goes into its statistics). An item whose element is not on
+the destination PE (it migrated, or is not inserted yet) is sent on as an ordinary message,
+which the location manager forwards; the source PE is told where the element went
+(``AGG_LOC``), so its next items take the short way. Every item runs exactly once. Order:
+items from one PE to one element run in the order sent while the element stays where the
+sender believes it is (one route, FIFO buffers, MPI's order between two PEs); nothing orders
+items against ordinary messages, or items after the element moved.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from shoal.errors import UsageError
+from shoal.runtime.context import current
+from shoal.runtime.protocol import AGG, AGG_LOC
+from shoal.runtime.proxy import CollectionProxy, entry_methods, normalize
+from shoal.runtime.vmesh import mesh_shape, next_hops
+
+if TYPE_CHECKING:
+    from shoal.runtime.collection import Collection
+    from shoal.runtime.pe import Runtime
+
+Spec = tuple  # (aid, cid, chare, ndims, method, dtype, buffer_items, max_items, period, mesh)
+Chunk = tuple  # (source PE, destination PE, indices, items)
+
+
+class Aggregator:
+    """A stream of items to the elements of an array or group, aggregated per PE.
+
+    ``Aggregator(proxy, "method", item_dtype=None, buffer_items=1024, max_items=None,
+    flush_period=0.01, mesh=None)``: ``proxy`` an array or group, ``method`` one of its
+    (plain, not ``async``) entry methods, called as ``method(item)`` once per item.
+    ``item_dtype``: a numpy dtype without objects; items are then tuples (or records) of its
+    fields, or scalars for a plain dtype, travel packed in one array and arrive as tuples of
+    Python scalars (scalars for a plain dtype). Without it, items are any picklable objects,
+    pickled in batches. ``buffer_items``: the items a buffer holds before it is sent;
+    ``max_items``: the items one PE holds in all its buffers (default ``8 * buffer_items``;
+    the fullest buffer goes when reached); ``flush_period``: seconds after which a buffer that
+    has not been sent goes anyway; ``mesh``: the sides of the virtual mesh of PEs (default
+    chosen from P, see :func:`shoal.runtime.vmesh.mesh_shape`).
+
+    ``agg.send(index, item)`` buffers an item for element ``index`` (an int for a 1-D array,
+    else a tuple); ``agg.flush()`` sends everything this PE buffered. An aggregator may be
+    passed to elements in messages and kept in their state: it travels as a handle, and each
+    PE has its own buffers. See :mod:`shoal.runtime.aggregation`.
+    """
+
+    __slots__ = ("_stream", "send")
+
+    send: Callable[[Any, Any], None]
+
+    def __init__(self, proxy: CollectionProxy, method: str, item_dtype: Any = None,
+                 buffer_items: int = 1024, max_items: int | None = None,
+                 flush_period: float = 0.01,
+                 mesh: tuple[int, ...] | list[int] | None = None):
+        rt = current()
+        spec = _spec(rt, proxy, method, item_dtype, buffer_items, max_items, flush_period, mesh)
+        self._bind(rt.aggregation.stream(spec))
+
+    def _bind(self, stream: Stream) -> None:
+        self._stream = stream
+        self.send = stream.send
+
+    def flush(self) -> None:
+        """Send every item this PE holds for this aggregator now."""
+        self._stream.flush()
+
+    def stats(self) -> dict[str, Any]:
+        """This PE's side: the ``mesh``, its ``buffers`` (peers and itself), ``items`` that
+        entered its buffers (sent here and passed on), ``messages`` it sent, the most items
+        it held at once (``peak_items``), ``item_bytes`` (with a dtype) and ``bound_bytes``,
+        the most item bytes its buffers can hold (``max_items`` plus one buffer)."""
+        return self._stream.stats()
+
+    def __reduce__(self) -> tuple[Callable[[Spec], Aggregator], tuple[Spec]]:
+        return (_rebuild, (self._stream.spec,))
+
+    def __repr__(self) -> str:
+        st = self._stream
+        return f"Aggregator({st.chare.__name__}.{st.method}, mesh={st.shape})"
+
+
+def _rebuild(spec: Spec) -> Aggregator:
+    agg = Aggregator.__new__(Aggregator)
+    agg._bind(current().aggregation.stream(spec))
+    return agg
+
+
+def _spec(rt: Runtime, proxy: Any, method: Any, item_dtype: Any, buffer_items: Any,
+          max_items: Any, flush_period: Any, mesh: Any) -> Spec:
+    """Check what ``Aggregator`` was given; its spec, which every PE's stream is built from."""
+    if not isinstance(proxy, CollectionProxy):
+        raise UsageError(f"aggregate to an array or group proxy (shoal.Array(...)), not "
+                         f"{proxy!r}")
+    chare = proxy._chare
+    assert chare is not None
+    if not isinstance(method, str) or method not in entry_methods(chare):
+        raise UsageError(f"{chare.__name__} has no entry method {method!r} to aggregate to")
+    if inspect.iscoroutinefunction(getattr(chare, method)):
+        raise UsageError(f"{chare.__name__}.{method} is async: aggregated items run a plain "
+                         "method (send a message to start a coroutine)")
+    dtype = None if item_dtype is None else _item_dtype(item_dtype)
+    if not (isinstance(buffer_items, int) and buffer_items >= 1):
+        raise UsageError(f"buffer_items must be an int >= 1, not {buffer_items!r}")
+    if max_items is None:
+        max_items = 8 * buffer_items
+    if not (isinstance(max_items, int) and max_items >= buffer_items):
+        raise UsageError(f"max_items must be an int >= buffer_items ({buffer_items}), not "
+                         f"{max_items!r}")
+    if not (isinstance(flush_period, (int, float)) and flush_period > 0):
+        raise UsageError(f"flush_period must be a number of seconds > 0, not {flush_period!r}")
+    shape = mesh_shape(rt.npes, mesh)
+    aid = int.from_bytes(os.urandom(8), "little")  # unique across PEs, runs and restarts
+    return (aid, proxy.cid, chare, proxy.ndims, method, dtype, buffer_items, max_items,
+            float(flush_period), shape)
+
+
+def _item_dtype(item_dtype: Any) -> np.dtype:
+    try:
+        dtype = np.dtype(item_dtype)
+    except TypeError as exc:
+        raise UsageError(f"item_dtype {item_dtype!r} is not a numpy dtype: {exc}") from None
+    if dtype.hasobject or dtype.itemsize == 0:
+        raise UsageError(f"item_dtype {dtype} must have a fixed size without objects "
+                         "(leave item_dtype out to pickle items)")
+    return dtype
+
+
+class Stream:
+    """One aggregator's buffers on one PE (built from its spec where it is first used)."""
+
+    def __init__(self, rt: Runtime, spec: Spec):
+        (self.aid, self.cid, self.chare, self.ndims, self.method, self.dtype, self.cap,
+         self.max_items, self.period, self.shape) = spec
+        self.spec = spec
+        self.rt = rt
+        self.pe = pe = rt.pe
+        dtype = self.dtype
+        self.nfields = 0 if dtype is None or dtype.names is None else len(dtype.names)
+        self.hop = next_hops(pe, self.shape)  # per destination PE: the peer it goes to first
+        self.peers = sorted(set(self.hop))  # the buffers: peers, and this PE
+        self.via: dict[int, list[int]] = {h: [] for h in self.peers}  # peer -> destinations
+        for dest, h in enumerate(self.hop):
+            self.via[h].append(dest)
+        npes = len(self.hop)
+        # items sent from here, per destination PE; chunks passing through, per destination
+        self.keys: list[list[Any]] = [[] for _ in range(npes)]
+        self.items: list[list[Any]] = [[] for _ in range(npes)]
+        self.relayed: dict[int, list[Chunk]] = {}
+        self.count = [0] * npes  # items in the buffer of each peer
+        self.sent = [False] * npes  # per peer: sent since the last tick of the timer
+        self.pending = 0  # items in all buffers
+        self.flushed = 0  # items that left the buffers (quiescence: entered = this + pending)
+        self.messages = 0
+        self.peak = 0
+        self.armed = False
+        self.told: set[int] = {pe}  # PEs that have this spec
+        self.where: dict[Any, int] = {}  # index as given to send -> the PE believed to hold it
+
+    # ----------------------------------------------------------------- sending
+    def send(self, index: Any, item: Any) -> None:
+        """Buffer ``item`` for element ``index`` (see :class:`Aggregator`)."""
+        try:
+            dest = self.where.get(index)
+        except TypeError:  # unhashable: _locate names the mistake
+            dest = None
+        if dest is None:
+            dest = self._locate(index, item)
+            if dest is None:
+                return
+        if self.nfields and (type(item) is not tuple or len(item) != self.nfields):
+            self._check(item)
+        self.keys[dest].append(index)
+        self.items[dest].append(item)
+        hop = self.hop[dest]
+        c = self.count[hop] + 1
+        self.count[hop] = c
+        n = self.pending + 1
+        self.pending = n
+        if c >= self.cap:
+            self.flush_peer(hop)
+        elif n >= self.max_items:
+            self._relieve()
+        elif not self.armed:
+            self._arm()
+
+    def _locate(self, index: Any, item: Any) -> int | None:
+        """The PE element ``index`` is believed to be on, remembered for the next item; None
+        if this PE does not know the collection yet (its creation is on its way): the item
+        then goes as an ordinary message, which waits for it."""
+        rt = self.rt
+        key = normalize(index, self.ndims)
+        coll = rt.colls.get(self.cid)
+        if coll is None:
+            if self.nfields or self.dtype is not None:
+                item = self._pack([item]).tolist()[0]
+            rt.invoke(self.cid, key, self.method, (item,), None, 0, None)
+            return None
+        coll.proxy[key]  # an index outside a dense array's shape is refused here
+        if key in coll.local:
+            dest = self.pe
+        else:
+            cached = coll.cache.get(key)
+            dest = coll.home(key) if cached is None else cached
+        self.where[index] = dest
+        return dest
+
+    def _check(self, item: Any) -> None:
+        """An item of a structured dtype that is not a tuple of its fields: a record of the
+        same dtype passes, anything else is refused."""
+        assert self.dtype is not None
+        if isinstance(item, np.void) and item.dtype == self.dtype:
+            return
+        raise UsageError(f"item {item!r} does not match item_dtype {self.dtype}: give a tuple "
+                         f"of its {self.nfields} fields {self.dtype.names}")
+
+    def _pack(self, items: list[Any]) -> np.ndarray:
+        """Items of the dtype as one array; a mistake in one is named."""
+        try:
+            return np.array(items, dtype=self.dtype)
+        except (TypeError, ValueError):
+            for item in items:
+                try:
+                    np.array([item], dtype=self.dtype)
+                except (TypeError, ValueError) as exc:
+                    raise UsageError(f"item {item!r} does not fit item_dtype {self.dtype}: "
+                                     f"{exc}") from None
+            raise
+
+    def relay(self, chunk: Chunk) -> None:
+        """A chunk passing through this PE: into the buffer of its next hop, as it is."""
+        dest = chunk[1]
+        self.relayed.setdefault(dest, []).append(chunk)
+        n = len(chunk[2])
+        hop = self.hop[dest]
+        c = self.count[hop] + n
+        self.count[hop] = c
+        self.pending += n
+        if c >= self.cap:
+            self.flush_peer(hop)
+        if self.pending >= self.max_items:
+            self._relieve()
+        if self.pending and not self.armed:
+            self._arm()
+
+    def flush_peer(self, hop: int) -> None:
+        """Send the buffer of peer ``hop`` (this PE: through its own queue)."""
+        chunks = []
+        keys, items, relayed = self.keys, self.items, self.relayed
+        pe = self.pe
+        packed = self.dtype is not None
+        for dest in self.via[hop]:
+            mine = keys[dest]
+            if mine:
+                stuff = items[dest]
+                keys[dest] = []
+                items[dest] = []
+                chunks.append((pe, dest, mine, self._pack(stuff) if packed else stuff))
+            if dest in relayed:
+                chunks.extend(relayed.pop(dest))
+        if not chunks:
+            return
+        n = self.count[hop]
+        self.count[hop] = 0
+        self.sent[hop] = True
+        if self.pending > self.peak:
+            self.peak = self.pending
+        self.pending -= n
+        self.flushed += n
+        self.messages += 1
+        if hop in self.told:
+            spec = None
+        else:
+            self.told.add(hop)
+            spec = self.spec
+        self.rt.send(hop, (AGG, self.aid, spec, chunks))
+
+    def flush(self) -> None:
+        """Send every buffer that holds items."""
+        count = self.count
+        for hop in self.peers:
+            if count[hop]:
+                self.flush_peer(hop)
+
+    def _relieve(self) -> None:
+        """The PE holds ``max_items``: send the fullest buffers until it holds fewer."""
+        count = self.count
+        while self.pending >= self.max_items:
+            self.flush_peer(max(self.peers, key=count.__getitem__))
+
+    # ----------------------------------------------------------------- the timer
+    def _arm(self) -> None:
+        self.armed = True
+        self.rt.after(self.period, self._tick)
+
+    def _tick(self) -> None:
+        """Every ``flush_period`` while items are buffered: send the buffers that were not
+        sent since the last tick."""
+        count, sent = self.count, self.sent
+        for hop in self.peers:
+            if count[hop] and not sent[hop]:
+                self.flush_peer(hop)
+            sent[hop] = False
+        self.armed = False
+        if self.pending:
+            self._arm()
+
+    # ----------------------------------------------------------------- arrival
+    def deliver(self, chunk: Chunk) -> None:
+        """Run ``method(item)`` of each item's element, here; items whose element is not
+        here go on as ordinary messages."""
+        rt = self.rt
+        coll = rt.colls.get(self.cid)
+        if coll is None:  # its creation has not reached this PE yet: wait for it
+            rt.early.setdefault(self.cid, []).append((AGG, self.aid, self.spec, [chunk]))
+            return
+        src, _, keys, items = chunk
+        if type(items) is not list:
+            items = items.tolist()
+        name = self.method
+        local = coll.local
+        one = self.ndims == 1
+        timed = rt.instrument
+        detailed = rt.detailed
+        t = time.perf_counter()
+        for key, item in zip(keys, items, strict=True):
+            if one and type(key) is not tuple:
+                key = (key,)
+            slot = local.get(key)
+            if slot is None:
+                self._forward(coll, src, key, item)
+                continue
+            rt.current = slot
+            rt.work = (slot, name)
+            c0 = time.thread_time() if detailed else 0.0
+            getattr(slot.obj, name)(item)
+            if timed:
+                now = time.perf_counter()
+                st = slot.stats.get(name)
+                if st is None:
+                    st = slot.stats[name] = [0, 0.0, 0.0]
+                st[0] += 1
+                st[1] += now - t
+                if detailed:
+                    rt._detail(st, slot, name, t, c0)
+                t = now
+            if slot.migrate_to is not None and slot.active == 0:
+                rt.current = None
+                rt.migration.move_deferred(slot)
+        rt.current = None
+        rt.work = None
+
+    def _forward(self, coll: Collection, src: int, key: tuple, item: Any) -> None:
+        """An item for an element that is not here: on as an ordinary message; the source
+        learns where the element went, if this PE knows."""
+        rt = self.rt
+        rt.current = None
+        rt.work = None
+        rt.invoke(self.cid, key, self.method, (item,), None, 0, None)
+        there = coll.forward.get(key)
+        if there is not None:
+            if src == self.pe:
+                self.relocate(key, there)
+            else:
+                rt.net.send(src, (AGG_LOC, self.aid, key, there))
+
+    def relocate(self, key: tuple, pe: int) -> None:
+        """Element ``key`` is on ``pe``: items sent from here from now on go there."""
+        where = self.where
+        for index in (key, key[0]) if self.ndims == 1 else (key,):
+            if index in where:
+                where[index] = pe
+
+    def stats(self) -> dict[str, Any]:
+        """See :meth:`Aggregator.stats`."""
+        size = None if self.dtype is None else self.dtype.itemsize
+        bound = None if size is None else (self.max_items + self.cap) * size
+        return {"mesh": self.shape, "buffers": len(self.peers),
+                "items": self.flushed + self.pending, "messages": self.messages,
+                "peak_items": max(self.peak, self.pending), "item_bytes": size,
+                "bound_bytes": bound}
+
+
+class Aggregation:
+    """The aggregation manager of one PE: the streams of every aggregator used here."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+        self.streams: dict[int, Stream] = {}
+
+    def stream(self, spec: Spec) -> Stream:
+        """This PE's stream of the aggregator ``spec`` (made the first time)."""
+        st = self.streams.get(spec[0])
+        if st is None:
+            st = self.streams[spec[0]] = Stream(self.rt, spec)
+        return st
+
+    def counts(self) -> tuple[int, int]:
+        """Items that entered this PE's buffers and items that left them (quiescence: the
+        difference is work still to do)."""
+        flushed = pending = 0
+        for st in self.streams.values():
+            flushed += st.flushed
+            pending += st.pending
+        return flushed + pending, flushed
+
+    def on_items(self, env: tuple) -> None:
+        """``AGG``: chunks for this PE run here, the others go on toward their PE."""
+        _, aid, spec, chunks = env
+        st = self.streams.get(aid)
+        if st is None:
+            st = self.stream(spec)
+        rt = self.rt
+        rt.direct = False  # an element's send to this PE is queued, not run inside this
+        pe = rt.pe
+        for chunk in chunks:
+            if chunk[1] != pe:
+                st.relay(chunk)
+        for chunk in chunks:
+            if chunk[1] == pe:
+                st.deliver(chunk)
+
+    def on_loc(self, env: tuple) -> None:
+        """``AGG_LOC``: an element that items from here went to is on another PE."""
+        _, aid, key, pe = env
+        st = self.streams.get(aid)
+        if st is not None:
+            st.relocate(key, pe)
