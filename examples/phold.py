@@ -25,6 +25,7 @@ import numpy as np
 
 import shoal
 from shoal.apps.pdes import Params, serial, simulate
+from shoal.runtime.vmesh import mesh_shape
 
 
 def parse(argv: list[str]) -> tuple[Params, argparse.Namespace]:
@@ -45,6 +46,8 @@ def parse(argv: list[str]) -> tuple[Params, argparse.Namespace]:
                     help="send events through a shoal.Aggregator")
     ap.add_argument("--buffer-items", type=int, default=1024,
                     help="events per aggregation buffer (with --aggregate)")
+    ap.add_argument("--mesh", help="sides of the aggregation's virtual mesh of PEs, e.g. 2x2 "
+                    "(with --aggregate; default: chosen from the number of PEs)")
     ap.add_argument("--out", help="save the per-LP counts of the parallel run (.npz)")
     a = ap.parse_args(argv)
     p = Params(a.lps, a.events, a.lookahead, a.mean_delay, a.remote, a.end_time, a.seed)
@@ -52,9 +55,13 @@ def parse(argv: list[str]) -> tuple[Params, argparse.Namespace]:
 
 
 async def main(p: Params, a: argparse.Namespace) -> None:
-    r = await simulate(p, aggregate=a.aggregate, buffer_items=a.buffer_items, progress=True)
+    r = await simulate(p, aggregate=a.aggregate, buffer_items=a.buffer_items, mesh=a.mesh,
+                       progress=True)
     npes = shoal.num_pes()
-    mode = f"aggregated ({a.buffer_items} per buffer)" if a.aggregate else "direct sends"
+    mode = "direct sends"
+    if a.aggregate:
+        mesh = "" if a.mesh is None else f", mesh {'x'.join(map(str, a.mesh))}"
+        mode = f"aggregated ({a.buffer_items} per buffer{mesh})"
     print(f"{npes * p.lps} LPs on {npes} PEs, {p.events} initial events per LP, lookahead "
           f"{p.lookahead:g}, remote {p.remote:g}, end time {p.end_time:g}, {mode}")
     print(f"{r.total} events committed in {r.seconds:.3f} s: {r.rate:.0f} events/s; "
@@ -73,15 +80,27 @@ async def main(p: Params, a: argparse.Namespace) -> None:
         np.savez(a.out, **r.arrays(), serial_committed=ref.committed)
 
 
+def check(p: Params, a: argparse.Namespace, npes: int) -> None:
+    """Refuse what cannot run (a :class:`shoal.UsageError` saying what to change); turn
+    ``--mesh`` into a tuple of sides."""
+    p.check()
+    if a.buffer_items < 1:
+        raise shoal.UsageError(f"--buffer-items must be >= 1 (got {a.buffer_items})")
+    if a.mesh is not None:
+        try:
+            a.mesh = tuple(int(s) for s in a.mesh.lower().split("x"))
+        except ValueError:
+            raise shoal.UsageError(f"--mesh takes sides like 2x2, not {a.mesh!r}") from None
+        mesh_shape(npes, a.mesh)
+
+
 if __name__ == "__main__":
+    from mpi4py import MPI
+
     params, args = parse(sys.argv[1:])
     try:
-        params.check()
-        if args.buffer_items < 1:
-            raise shoal.UsageError(f"buffer-items must be >= 1 (got {args.buffer_items})")
+        check(params, args, MPI.COMM_WORLD.Get_size())
     except shoal.UsageError as e:  # every rank stops here, before the runtime starts
-        from mpi4py import MPI
-
         if MPI.COMM_WORLD.Get_rank() == 0:
             print(f"phold: {e}", file=sys.stderr)
         sys.exit(2)

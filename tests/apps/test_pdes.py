@@ -146,6 +146,10 @@ def test_bad_parameters_are_refused():
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [bad.stderr.strip()]
     assert "end_time must be a finite number > 0" in bad.stderr
+    mesh = subprocess.run([sys.executable, str(EXAMPLE), "--aggregate", "--mesh", "2x2"],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert mesh.returncode == 2
+    assert "has 4 PEs but the job has 1" in mesh.stderr
 
 
 # ----------------------------------------------------------------- parallel runs
@@ -184,11 +188,14 @@ def test_parallel_matches_serial(tmp_path, ranks, flags):
     assert f"{ref.total} events, per-LP counts ok" in out
 
 
-def test_all_remote_on_four_pes(tmp_path):
-    """Every event to another PE, short lookahead (many windows of few events each)."""
+@pytest.mark.parametrize("flags", [(), ("--aggregate", "--mesh", "2x2")],
+                         ids=["direct", "aggregated-2x2"])
+def test_all_remote_on_four_pes(tmp_path, flags):
+    """Every event to another PE, short lookahead (many windows of few events each); with
+    aggregation over a 2x2 mesh, events to the PE across the diagonal are relayed."""
     p = Params(lps=3, events=2, lookahead=0.05, mean_delay=0.5, remote=1.0, end_time=8.0,
                seed=2)
-    got, _ = run(tmp_path, 4, p)
+    got, _ = run(tmp_path, 4, p, *flags)
     ref = serial(p, 4)
     assert ref.windows > 50
     assert np.array_equal(got["committed"], ref.committed)
@@ -196,15 +203,17 @@ def test_all_remote_on_four_pes(tmp_path):
     assert int(got["windows"]) == ref.windows
 
 
+@pytest.mark.parametrize("flags", [(), ("--aggregate",)], ids=["direct", "aggregated"])
 @pytest.mark.parametrize("ranks", [2, 4])
-def test_windows_wait_for_events_in_flight(tmp_path, ranks):
+def test_windows_wait_for_events_in_flight(tmp_path, ranks, flags):
     """Every event held back 1 ms at its receiver (tests/apps/pdes_job.py), so window
     results overtake events: LPs wait for them, and the run still equals the serial one."""
     p = Params(lps=3, events=4, lookahead=0.5, remote=0.5, end_time=12.0, seed=8)
     out = tmp_path / "held.npz"
     cmd = [*mpiexec(), "-n", str(ranks), sys.executable, str(JOB), "--lps", str(p.lps),
            "--events", str(p.events), "--lookahead", str(p.lookahead), "--remote",
-           str(p.remote), "--end-time", str(p.end_time), "--seed", str(p.seed), str(out)]
+           str(p.remote), "--end-time", str(p.end_time), "--seed", str(p.seed), *flags,
+           str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stderr[-3000:]
     got = dict(np.load(out))

@@ -55,9 +55,9 @@ import numpy as np
 import shoal
 from shoal.errors import UsageError
 
-# one event on the wire when aggregated: its timestamp and its uid (the receiver is the
-# aggregator's index)
-EVENT = np.dtype([("ts", np.float64), ("uid", np.int64)])
+# one event on the wire when aggregated: its timestamp, its uid and the window it was sent in
+# (the receiver is the aggregator's index)
+EVENT = np.dtype([("ts", np.float64), ("uid", np.int64), ("window", np.int32)])
 UID_SHIFT = 32  # uid = source LP << UID_SHIFT | the source's send number
 BLOCK = 256  # draws a stream makes at a time
 PROGRESS_EVERY = 1.0  # seconds between progress lines
@@ -255,9 +255,10 @@ class LP(shoal.Chare):
     # last one flushes the PE's buffers)
     finished: ClassVar[dict[int, int]] = {}
 
-    def __init__(self, p: Params, npes: int, agg: Any, done: Any, progress: bool):
+    def __init__(self, p: Params, npes: int, done: Any, progress: bool):
         lp = self.thisIndex[0]
-        self.p, self.agg, self.done, self.progress = p, agg, done, progress
+        self.p, self.done, self.progress = p, done, progress
+        self.agg: Any = None
         self.lp, self.nlps = lp, npes * p.lps
         self.heap = initial_events(p, lp)
         heapq.heapify(self.heap)
@@ -271,7 +272,10 @@ class LP(shoal.Chare):
         self.waiting = False
         self.shown = time.perf_counter()
 
-    def start(self) -> None:
+    def start(self, agg: Any) -> None:
+        """Begin with the first window reduction; ``agg``: the :class:`shoal.Aggregator` of
+        the events, or None to send them directly."""
+        self.agg = agg
         self.contribute((self.heap[0][0], None, 0), _window_sum, self.thisProxy.window)
 
     def event(self, ts: float, uid: int, window: int) -> None:
@@ -279,10 +283,11 @@ class LP(shoal.Chare):
         heapq.heappush(self.heap, (ts, uid))
         self._arrival(window)
 
-    def item(self, rec: Any) -> None:
-        """An event through the aggregator (a record of :data:`EVENT`)."""
-        heapq.heappush(self.heap, (float(rec[0]), int(rec[1])))
-        self._arrival(rec[2])
+    def item(self, rec: tuple[float, int, int]) -> None:
+        """An event through the aggregator (the fields of :data:`EVENT`)."""
+        ts, uid, window = rec
+        heapq.heappush(self.heap, (ts, uid))
+        self._arrival(window)
 
     def _arrival(self, window: int) -> None:
         if window > self.windows:
@@ -377,17 +382,22 @@ class LP(shoal.Chare):
 
 
 async def simulate(p: Params, aggregate: bool = False, buffer_items: int = 1024,
-                   progress: bool = False) -> Result:
+                   mesh: tuple[int, ...] | None = None, progress: bool = False) -> Result:
     """Run PHOLD under YAWNS (call from ``main`` on PE 0) and gather every LP's counts.
     ``aggregate``: events go through a :class:`shoal.Aggregator` with buffers of
-    ``buffer_items``; ``progress``: a line on stderr at most every second."""
+    ``buffer_items`` over the virtual ``mesh`` of PEs (default: the aggregator's choice);
+    ``progress``: a line on stderr at most every second."""
     p.check()
     npes = shoal.num_pes()
     done = shoal.future()
-    lps = shoal.Array(LP, (npes * p.lps,), args=(p, npes, None, done, progress))
+    lps = shoal.Array(LP, (npes * p.lps,), args=(p, npes, done, progress))
+    agg = None
+    if aggregate:
+        agg = shoal.Aggregator(lps, "item", item_dtype=EVENT, buffer_items=buffer_items,
+                               mesh=mesh)
     await shoal.quiescence()
     t0 = time.perf_counter()
-    lps.start()
+    lps.start(agg)
     final = await done
     seconds = time.perf_counter() - t0
     cols = list(zip(*final, strict=True))
