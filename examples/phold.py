@@ -67,6 +67,9 @@ async def main(p: Params, a: argparse.Namespace) -> None:
     print(f"{r.total} events committed in {r.seconds:.3f} s: {r.rate:.0f} events/s; "
           f"{r.windows} windows, {r.waited.sum()} waits of an LP for events in flight",
           flush=True)
+    moved = sum(step["migrations"] for step in shoal.lb_history())
+    if moved:
+        print(f"{len(shoal.lb_history())} load-balancing steps moved LPs {moved} times")
     t0 = time.perf_counter()
     ref = serial(p, npes)
     took = time.perf_counter() - t0
@@ -77,7 +80,7 @@ async def main(p: Params, a: argparse.Namespace) -> None:
     print(f"timestamp order per LP {order}; conservation {kept}; serial run ({took:.2f} s): "
           f"{ref.total} events, per-LP counts {same}")
     if a.out:
-        np.savez(a.out, **r.arrays(), serial_committed=ref.committed)
+        np.savez(a.out, **r.arrays(), lb_migrations=moved)
 
 
 def check(p: Params, a: argparse.Namespace, npes: int) -> None:

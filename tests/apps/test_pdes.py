@@ -3,6 +3,7 @@ windowed (YAWNS) execution and its invariants, the random streams against one di
 and the parallel runs on 1, 2 and 4 PEs, with and without aggregation, against the serial
 reference: the same events per LP, the same last timestamps, the same windows."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -153,14 +154,16 @@ def test_bad_parameters_are_refused():
 
 
 # ----------------------------------------------------------------- parallel runs
-def run(tmp_path: Path, ranks: int, p: Params, *flags: str) -> tuple[dict, str]:
+def run(tmp_path: Path, ranks: int, p: Params, *flags: str,
+        env: dict[str, str] | None = None) -> tuple[dict, str]:
     out = tmp_path / f"r{ranks}{''.join(flags)}.npz"
     cmd = [*mpiexec(), "-n", str(ranks), sys.executable, str(EXAMPLE), "--lps", str(p.lps),
            "--events", str(p.events), "--lookahead", str(p.lookahead), "--mean-delay",
            str(p.mean_delay), "--remote", str(p.remote), "--end-time", str(p.end_time),
            "--seed", str(p.seed), "--out", str(out), *flags]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT,
+                              env=None if env is None else {**os.environ, **env})
     except subprocess.TimeoutExpired:
         pytest.fail(f"phold on {ranks} ranks did not finish within {TIMEOUT} s")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -223,4 +226,18 @@ def test_windows_wait_for_events_in_flight(tmp_path, ranks, flags):
     assert np.array_equal(got["last"], ref.last)
     assert np.array_equal(got["pending"], ref.pending)
     assert not got["disorder"].any()
+    assert int(got["windows"]) == ref.windows
+
+
+@pytest.mark.parametrize("flags", [(), ("--aggregate",)], ids=["direct", "aggregated"])
+def test_moved_lps_change_nothing(tmp_path, flags):
+    """A periodic balancer (greedy every 50 ms) moves LPs while they run: the same counts as
+    the serial run (items to a moved LP are forwarded; no count depends on placement)."""
+    p = Params(lps=8, events=32, end_time=40.0, seed=6)
+    got, out = run(tmp_path, 2, p, *flags, env={"SHOAL_LB": "greedy",
+                                                "SHOAL_LB_PERIOD": "0.05"})
+    ref = serial(p, 2)
+    assert int(got["lb_migrations"]) > 0, out
+    for key in ("committed", "last", "pending", "received"):
+        assert np.array_equal(got[key], getattr(ref, key)), key
     assert int(got["windows"]) == ref.windows

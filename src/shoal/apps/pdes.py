@@ -2,7 +2,9 @@
 Section IV-E and Fig. 15), the fine-grained-message mini-app of shoal.
 
 Logical processes (LPs) are a dense 1-D chare array (:class:`LP`), ``lps`` per PE under the
-block map (LP ``i`` lives on PE ``i // lps`` and never migrates). Each LP holds its pending
+block map (LP ``i`` starts on PE ``i // lps``, which is what "remote" refers to; a periodic
+balancer may move LPs, which changes no result, only when a PE flushes its aggregation
+buffers, see :meth:`LP._finish_window`). Each LP holds its pending
 events in a heap ordered by ``(timestamp, uid)``; ``uid = source LP << 32 | the source's
 send number`` makes the order total, so ties are broken the same way everywhere.
 
@@ -366,7 +368,9 @@ class LP(shoal.Chare):
         return new
 
     def _finish_window(self) -> None:
-        """With aggregation: the last LP of this PE to finish the window flushes."""
+        """With aggregation: the last LP of this PE to finish the window flushes (``lps``
+        of them: after a balancer moved LPs, a flush may come early or late, and the flush
+        period sends what is left)."""
         cid = self.thisProxy.cid
         k = self.finished.get(cid, 0) + 1
         if k == self.p.lps:
