@@ -321,7 +321,7 @@ class LP(shoal.Chare):
         """Execute the window that starts at ``start_at`` and send its events, then
         contribute to the next window's reduction; or, past the end time, report."""
         p = self.p
-        if self.start_at >= p.end_time:
+        if self.start_at >= p.end_time:  # report, in the order simulate() reads
             self.contribute((self.committed, self.last, len(self.heap), self.seq - p.events,
                              self.arrived + self.early, self.disorder, self.waited,
                              self.windows),
@@ -406,6 +406,7 @@ async def simulate(p: Params, aggregate: bool = False, buffer_items: int = 1024,
     lps.start(agg)
     final = await done
     seconds = time.perf_counter() - t0
-    cols = list(zip(*final, strict=True))
-    per_lp = [np.array(c) for c in cols[:7]]
-    return Result(*per_lp, windows=int(cols[7][0]), seconds=seconds)
+    names = (*Result.PER_LP, "waited", "windows")  # the order of an LP's report
+    got = {name: np.array(c) for name, c in zip(names, zip(*final, strict=True), strict=True)}
+    windows = int(got.pop("windows")[0])
+    return Result(**got, windows=windows, seconds=seconds)
