@@ -27,7 +27,7 @@ from shoal.runtime import (
     stats,
 )
 
-__all__ = ["Aggregator", "Array", "Channel", "Chare", "CheckpointError", "Future", "Group", "Reducer",
-           "Runtime", "ShoalError", "UsageError", "WireError", "__version__", "checkpoint",
-           "create", "exit", "future", "iteration", "lb_history", "my_pe", "num_pes",
+__all__ = ["Aggregator", "Array", "Channel", "Chare", "CheckpointError", "Future", "Group",
+           "Reducer", "Runtime", "ShoalError", "UsageError", "WireError", "__version__",
+           "checkpoint", "create", "exit", "future", "iteration", "lb_history", "my_pe", "num_pes",
            "quiescence", "restored", "sleep", "start", "stats"]

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import pickle
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -105,9 +106,11 @@ class Aggregator:
 
     def stats(self) -> dict[str, Any]:
         """This PE's side: the ``mesh``, its ``buffers`` (peers and itself), ``items`` that
-        entered its buffers (sent here and passed on), ``messages`` it sent, the most items
-        it held at once (``peak_items``), ``item_bytes`` (with a dtype) and ``bound_bytes``,
-        the most item bytes its buffers can hold (``max_items`` plus one buffer)."""
+        entered its buffers (sent here and passed on), ``messages`` it sent, ``forwarded``
+        items (they arrived here for an element elsewhere and went on as messages), the most
+        items it held at once (``peak_items``), ``item_bytes`` (with a dtype) and
+        ``bound_bytes``, the most item bytes its buffers can hold (``max_items`` plus one
+        buffer)."""
         return self._stream.stats()
 
     def __reduce__(self) -> tuple[Callable[[Spec], Aggregator], tuple[Spec]]:
@@ -190,6 +193,7 @@ class Stream:
         self.pending = 0  # items in all buffers
         self.flushed = 0  # items that left the buffers (quiescence: entered = this + pending)
         self.messages = 0
+        self.forwarded = 0  # items that arrived here for an element elsewhere
         self.peak = 0
         self.armed = False
         self.told: set[int] = {pe}  # PEs that have this spec
@@ -253,51 +257,88 @@ class Stream:
                          f"of its {self.nfields} fields {self.dtype.names}")
 
     def _pack(self, items: list[Any]) -> np.ndarray:
-        """Items of the dtype as one array; a mistake in one is named."""
-        try:
-            return np.array(items, dtype=self.dtype)
-        except (TypeError, ValueError):
-            for item in items:
-                try:
-                    np.array([item], dtype=self.dtype)
-                except (TypeError, ValueError) as exc:
-                    raise UsageError(f"item {item!r} does not fit item_dtype {self.dtype}: "
-                                     f"{exc}") from None
-            raise
+        """Items of the dtype as one array (an item that does not fit: ValueError or
+        TypeError)."""
+        return np.array(items, dtype=self.dtype)
 
-    def relay(self, chunk: Chunk) -> None:
-        """A chunk passing through this PE: into the buffer of its next hop, as it is."""
-        dest = chunk[1]
-        self.relayed.setdefault(dest, []).append(chunk)
-        n = len(chunk[2])
-        hop = self.hop[dest]
-        c = self.count[hop] + n
-        self.count[hop] = c
-        self.pending += n
-        if c >= self.cap:
-            self.flush_peer(hop)
+    def _refuse(self, dest: int, fault: Callable[[Any], str | None]) -> None:
+        """Items buffered for ``dest`` could not travel: take out those with a ``fault``
+        (counted as gone, so quiescence does not wait for them) and name the first in a
+        UsageError; the others stay buffered. Returns if none has a fault."""
+        items = self.items[dest]
+        faults = [fault(item) for item in items]
+        keep = [k for k, f in enumerate(faults) if f is None]
+        if len(keep) == len(items):
+            return
+        bad = next(k for k, f in enumerate(faults) if f is not None)
+        keys = self.keys[dest]
+        self.keys[dest] = [keys[k] for k in keep]
+        self.items[dest] = [items[k] for k in keep]
+        dropped = len(items) - len(keep)
+        self.count[self.hop[dest]] -= dropped
+        self.pending -= dropped
+        self.flushed += dropped
+        raise UsageError(f"aggregated item {items[bad]!r} for {self.chare.__name__}"
+                         f"{list(normalize(keys[bad], self.ndims))}.{self.method} cannot be "
+                         f"sent ({faults[bad]}); {dropped} such item(s) dropped")
+
+    def _unfit(self, item: Any) -> str | None:
+        try:
+            np.array([item], dtype=self.dtype)
+        except (TypeError, ValueError) as exc:
+            return f"it does not fit item_dtype {self.dtype}: {exc}"
+        return None
+
+    @staticmethod
+    def _unpicklable(item: Any) -> str | None:
+        try:
+            pickle.dumps(item, 5)
+        except Exception as exc:  # pickling raises many kinds
+            return f"it cannot be pickled: {exc}"
+        return None
+
+    def relay(self, chunks: list[Chunk], urgent: bool) -> None:
+        """Chunks passing through this PE: into the buffers of their next hops, as they are;
+        ``urgent`` (they were flushed, not full) sends those buffers on at once."""
+        count, hops = self.count, set()
+        for chunk in chunks:
+            dest = chunk[1]
+            self.relayed.setdefault(dest, []).append(chunk)
+            n = len(chunk[2])
+            hop = self.hop[dest]
+            count[hop] += n
+            self.pending += n
+            hops.add(hop)
+        for hop in hops:
+            if count[hop] >= self.cap or urgent:
+                self.flush_peer(hop, urgent)
         if self.pending >= self.max_items:
             self._relieve()
         if self.pending and not self.armed:
             self._arm()
 
-    def flush_peer(self, hop: int) -> None:
-        """Send the buffer of peer ``hop`` (this PE: through its own queue)."""
-        chunks = []
-        keys, items, relayed = self.keys, self.items, self.relayed
-        pe = self.pe
-        packed = self.dtype is not None
-        for dest in self.via[hop]:
-            mine = keys[dest]
-            if mine:
-                stuff = items[dest]
-                keys[dest] = []
-                items[dest] = []
-                chunks.append((pe, dest, mine, self._pack(stuff) if packed else stuff))
-            if dest in relayed:
-                chunks.extend(relayed.pop(dest))
+    def flush_peer(self, hop: int, urgent: bool = False) -> None:
+        """Send the buffer of peer ``hop`` (this PE: through its own queue); ``urgent``: the
+        PEs on the way pass its items on at once (a flush, not a full buffer). An item that
+        cannot travel (does not fit the dtype, cannot be pickled) is taken out and named in
+        a UsageError; the other items stay buffered."""
+        chunks = self._chunks(hop)
         if not chunks:
             return
+        try:
+            self.rt.send(hop, (AGG, self.aid, None if hop in self.told else self.spec, chunks,
+                               urgent))
+        except Exception:
+            for dest in self.via[hop]:
+                self._refuse(dest, self._unpicklable)
+            raise
+        keys, items, relayed = self.keys, self.items, self.relayed
+        for dest in self.via[hop]:
+            if keys[dest]:
+                keys[dest] = []
+                items[dest] = []
+            relayed.pop(dest, None)
+        self.told.add(hop)
         n = self.count[hop]
         self.count[hop] = 0
         self.sent[hop] = True
@@ -306,19 +347,32 @@ class Stream:
         self.pending -= n
         self.flushed += n
         self.messages += 1
-        if hop in self.told:
-            spec = None
-        else:
-            self.told.add(hop)
-            spec = self.spec
-        self.rt.send(hop, (AGG, self.aid, spec, chunks))
+
+    def _chunks(self, hop: int) -> list[Chunk]:
+        """What the buffer of peer ``hop`` holds, as chunks (the buffers stay as they are)."""
+        keys, items, relayed = self.keys, self.items, self.relayed
+        pe, dtype = self.pe, self.dtype
+        chunks = []
+        for dest in self.via[hop]:
+            if keys[dest]:
+                stuff: list[Any] | np.ndarray = items[dest]
+                if dtype is not None:
+                    try:
+                        stuff = self._pack(items[dest])
+                    except (TypeError, ValueError):
+                        self._refuse(dest, self._unfit)
+                        raise
+                chunks.append((pe, dest, keys[dest], stuff))
+            if dest in relayed:
+                chunks.extend(relayed[dest])
+        return chunks
 
     def flush(self) -> None:
         """Send every buffer that holds items."""
         count = self.count
         for hop in self.peers:
             if count[hop]:
-                self.flush_peer(hop)
+                self.flush_peer(hop, True)
 
     def _relieve(self) -> None:
         """The PE holds ``max_items``: send the fullest buffers until it holds fewer."""
@@ -337,7 +391,7 @@ class Stream:
         count, sent = self.count, self.sent
         for hop in self.peers:
             if count[hop] and not sent[hop]:
-                self.flush_peer(hop)
+                self.flush_peer(hop, True)
             sent[hop] = False
         self.armed = False
         if self.pending:
@@ -350,7 +404,7 @@ class Stream:
         rt = self.rt
         coll = rt.colls.get(self.cid)
         if coll is None:  # its creation has not reached this PE yet: wait for it
-            rt.early.setdefault(self.cid, []).append((AGG, self.aid, self.spec, [chunk]))
+            rt.early.setdefault(self.cid, []).append((AGG, self.aid, self.spec, [chunk], False))
             return
         src, _, keys, items = chunk
         if type(items) is not list:
@@ -392,6 +446,7 @@ class Stream:
         """An item for an element that is not here: on as an ordinary message; the source
         learns where the element went, if this PE knows."""
         rt = self.rt
+        self.forwarded += 1
         rt.current = None
         rt.work = None
         rt.invoke(self.cid, key, self.method, (item,), None, 0, None)
@@ -415,6 +470,7 @@ class Stream:
         bound = None if size is None else (self.max_items + self.cap) * size
         return {"mesh": self.shape, "buffers": len(self.peers),
                 "items": self.flushed + self.pending, "messages": self.messages,
+                "forwarded": self.forwarded,
                 "peak_items": max(self.peak, self.pending), "item_bytes": size,
                 "bound_bytes": bound}
 
@@ -444,19 +500,18 @@ class Aggregation:
 
     def on_items(self, env: tuple) -> None:
         """``AGG``: chunks for this PE run here, the others go on toward their PE."""
-        _, aid, spec, chunks = env
+        _, aid, spec, chunks, urgent = env
         st = self.streams.get(aid)
         if st is None:
             st = self.stream(spec)
         rt = self.rt
         rt.direct = False  # an element's send to this PE is queued, not run inside this
         pe = rt.pe
-        for chunk in chunks:
-            if chunk[1] != pe:
-                st.relay(chunk)
-        for chunk in chunks:
-            if chunk[1] == pe:
-                st.deliver(chunk)
+        mine = [chunk for chunk in chunks if chunk[1] == pe]
+        if len(mine) < len(chunks):
+            st.relay([chunk for chunk in chunks if chunk[1] != pe], urgent)
+        for chunk in mine:
+            st.deliver(chunk)
 
     def on_loc(self, env: tuple) -> None:
         """``AGG_LOC``: an element that items from here went to is on another PE."""
