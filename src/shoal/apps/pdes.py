@@ -40,9 +40,8 @@ for the hundreds of LPs a small cluster runs; counting per PE would be the step 
 
 With ``aggregate`` the events travel through a :class:`shoal.Aggregator` as packed records
 of :data:`EVENT` (no pickling per event); the last LP of a PE to finish a window flushes
-the PE's buffers, so no window waits for the flush period. (On a mesh of two or more
-dimensions, events relayed by a PE after its own flush wait there for its next flush or
-its flush period.)
+the PE's buffers (and the PEs on the way pass a flush on at once), so no window waits for
+the flush period.
 """
 
 from __future__ import annotations
