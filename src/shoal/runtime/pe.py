@@ -487,8 +487,8 @@ class Runtime:
         try:  # (costs nothing unless raised)
             res = fn(*env[I_ARGS], **kwargs) if kwargs else fn(*env[I_ARGS])
         except GuardError as held:  # a guarded method's condition is false: the message waits
-            self.current = self.work = None
             self.guards.hold(slot, env, held)
+            self.current = self.work = None
             return
         if type(res) is CoroutineType:
             slot.active += 1
