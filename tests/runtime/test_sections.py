@@ -17,7 +17,7 @@ from shoal.runtime.collectives.section import SECTION, Sections
 from shoal.runtime.futures import Future
 from shoal.runtime.maps import home
 from shoal.runtime.protocol import ARITY, INVOKE, KINDS, SEC_MCAST, SEC_RED, SEC_REQ
-from shoal.runtime.proxy import proxy_classes
+from shoal.runtime.proxy import proxy_classes, section_class
 from shoal.runtime.reducers import Reducer
 from shoal.runtime.selection import select
 
@@ -239,3 +239,24 @@ def test_sections_as_a_user_writes_them(ranks):
     # the caller, root of a section spread over every PE, sent one envelope per child of
     # the tree (every PE but itself holds members: at most ARITY children), none per element
     assert figures["caller_sends_little"] == {"SEC_MCAST": min(ranks - 1, ARITY)}
+
+
+def test_section_proxies_pickle_small_and_a_list_key_points_to_section():
+    import pickle
+
+    sec = section_class(Member)(7, (3 << 20) | 5, 12)
+    back = pickle.loads(pickle.dumps(sec))
+    assert back == sec and type(back) is type(sec) and len(back) == 12
+    assert len(pickle.dumps(sec)) < 200
+    with pytest.raises(AttributeError, match="Member has no entry method 'og'"):
+        sec.og  # noqa: B018
+    arr = proxy_classes(Member)[1](7, 1, (10,))
+    with pytest.raises(UsageError, match=r"arr.section\(\[...\]\)"):
+        arr[[1, 2]]
+
+    class Clash(Chare):
+        def section(self):
+            pass
+
+    with pytest.raises(UsageError, match="may not be named section"):
+        proxy_classes(Clash)

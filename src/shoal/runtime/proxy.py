@@ -103,6 +103,9 @@ class CollectionProxy:
         try:
             index = normalize(index, self.ndims)
         except UsageError:
+            if type(index) is list:
+                raise UsageError(f"arr[{index!r}]: a list of indices makes a section with "
+                                 "arr.section([...])") from None
             if not is_section_key(index):
                 raise
             return self._section(select(index, self.ndims, self.dims))
