@@ -2,7 +2,7 @@
 such a runtime needs (gossip-spread node state, communication models, topology and mapping)."""
 
 from shoal._version import __version__
-from shoal.errors import CheckpointError, ShoalError, UsageError, WireError
+from shoal.errors import CheckpointError, ShoalError, TaskError, UsageError, WireError
 from shoal.runtime import (
     Aggregator,
     Array,
@@ -25,9 +25,12 @@ from shoal.runtime import (
     sleep,
     start,
     stats,
+    when,
 )
+from shoal.runtime.pool import pool
 
 __all__ = ["Aggregator", "Array", "Channel", "Chare", "CheckpointError", "Future", "Group",
-           "Reducer", "Runtime", "ShoalError", "UsageError", "WireError", "__version__",
-           "checkpoint", "create", "exit", "future", "iteration", "lb_history", "my_pe", "num_pes",
-           "quiescence", "restored", "sleep", "start", "stats"]
+           "Reducer", "Runtime", "ShoalError", "TaskError", "UsageError", "WireError",
+           "__version__", "checkpoint", "create", "exit", "future", "iteration", "lb_history",
+           "my_pe", "num_pes", "pool", "quiescence", "restored", "sleep", "start", "stats",
+           "when"]

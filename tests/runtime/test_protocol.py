@@ -20,7 +20,8 @@ def handler_owners(rt: Runtime) -> dict[str, object]:
     """The core, its managers and their parts that handle messages, by handler prefix."""
     return {"core": rt, **{name: getattr(rt, name) for name in
                              ("location", "migration", "broadcasts", "reductions",
-                              "quiescence", "balancer", "checkpoints", "aggregation")},
+                              "sections", "quiescence", "pool", "balancer",
+                              "checkpoints", "aggregation")},
               "balancer.grapevine": rt.balancer.grapevine}
 
 

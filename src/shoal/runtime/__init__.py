@@ -22,9 +22,10 @@ from shoal.runtime.api import (
 from shoal.runtime.channel import Channel
 from shoal.runtime.chare import Chare
 from shoal.runtime.futures import Future
+from shoal.runtime.guards import when
 from shoal.runtime.pe import Runtime
 from shoal.runtime.reducers import Reducer
 
 __all__ = ["Aggregator", "Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime",
            "checkpoint", "create", "exit", "future", "iteration", "lb_history", "my_pe", "num_pes",
-           "quiescence", "restored", "sleep", "start", "stats"]
+           "quiescence", "restored", "sleep", "start", "stats", "when"]

@@ -6,6 +6,10 @@ chares of its PE run meanwhile. Inside a chare, ``self.thisIndex`` is its index,
 ``self.thisProxy`` the proxy of its array or group, and ``self.thisProxy[self.thisIndex]``
 names itself.
 
+``@shoal.when("self.iter == iter")`` on an entry method makes its messages wait until the
+condition holds; ``await self.wait("...")`` does the same inside a coroutine
+(:mod:`shoal.runtime.guards`).
+
 Migration packs the object with pickle: ``__getstate__``/``__setstate__`` are the PUP hook
 (seed 002, Fig. 3); by default the instance ``__dict__`` travels. ``on_migrated()`` runs on
 the new PE after arrival.
@@ -19,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from shoal.runtime.channel import deliver
 from shoal.runtime.context import current
 from shoal.runtime.futures import Future
-from shoal.runtime.proxy import CollectionProxy, ElementProxy
+from shoal.runtime.proxy import CollectionProxy, ElementProxy, SectionProxy
 
 if TYPE_CHECKING:
     from shoal.runtime.collection import Slot
@@ -50,16 +54,26 @@ class Chare:
         current().migration.request(self._slot, pe)
 
     def contribute(self, value: Any, reducer: ReducerLike,
-                   target: Future | Callable[[Any], Any]) -> None:
+                   target: Future | Callable[[Any], Any],
+                   section: SectionProxy | None = None) -> None:
         """Take part in the next reduction of this array or group: ``value`` is combined
         with every other element's by ``reducer`` (a :class:`shoal.Reducer` or a two-argument
         function) and the result goes to ``target``: a Future, or a proxy's method (an
-        element's, or a whole array's for a broadcast)."""
-        current().reductions.contribute(self._slot, value, reducer, target)
+        element's, a whole array's for a broadcast, a section's for a multicast).
+        ``section=sec``: the next reduction over the members of section ``sec`` instead
+        (every member contributes; this element must be one)."""
+        if section is None:
+            current().reductions.contribute(self._slot, value, reducer, target)
+        else:
+            current().sections.contribute(self._slot, section, value, reducer, target)
 
-    def allreduce(self, value: Any, reducer: ReducerLike) -> Future:
+    def allreduce(self, value: Any, reducer: ReducerLike,
+                  section: SectionProxy | None = None) -> Future:
         """Contribute to a reduction whose result every element receives: ``total = await
-        self.allreduce(x, shoal.Reducer.max)`` (the result is broadcast back)."""
+        self.allreduce(x, shoal.Reducer.max)`` (the result is broadcast back);
+        ``section=sec``: over the members of ``sec``, multicast back to them."""
+        if section is not None:
+            return current().sections.allreduce(self._slot, section, value, reducer)
         fut = current().future()
         self._slot.allreduce.append(fut)
         self.contribute(value, reducer, self.thisProxy._shoal_allreduce)
@@ -67,6 +81,16 @@ class Chare:
 
     def _shoal_allreduce(self, value: Any) -> None:
         self._slot.allreduce.popleft().send(value)
+
+    def _shoal_section_result(self, sid: int, value: Any) -> None:
+        current().sections.allreduce_result(self._slot, sid, value)
+
+    def wait(self, condition: str) -> Future:
+        """``await self.wait("self.count == 4")`` in a coroutine entry method: resume once
+        the condition (a Python expression over ``self``) holds. It is checked now and after
+        every entry method and coroutine step of this chare (see
+        :mod:`shoal.runtime.guards`)."""
+        return current().guards.wait(self._slot, condition)
 
     def on_migrated(self) -> None:
         """Called on the new PE after a migration."""

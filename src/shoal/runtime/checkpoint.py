@@ -27,8 +27,9 @@ any number of PEs P (the checkpoint was taken on Q): before its scheduler runs, 
 rebuilds every collection and reads the elements whose new place is here, straight from
 the shards: where they were if P = Q, else at their home under the new P (then the load
 balancer, when one is configured, runs a step). Pending reductions continue: the partial
-results saved on every PE are handed to the new root. ``main`` then runs again on PE 0
-and ``shoal.restored()`` gives it the saved ``state`` with live proxies.
+results saved on every PE are handed to the new root. Sections are rebuilt on the new
+number of PEs by their roots (:mod:`shoal.runtime.collectives.section`). ``main`` then
+runs again on PE 0 and ``shoal.restored()`` gives it the saved ``state`` with live proxies.
 
 Groups get one member per new PE: member p keeps saved member p's state when p < Q; a
 member on a new PE (p >= Q) starts as a copy of saved member 0 (fresh sequence numbers,
@@ -355,7 +356,8 @@ class Checkpoints:
         return {"pe": rt.pe, "ncoll": rt.location.ncoll, "nfut": rt.nfut,
                 "pe_out": rt.pe_out, "futures": sorted(rt.futures),
                 "colls": {cid: {"deleted": coll.deleted, "partial": coll.partial,
-                                "total": coll.total} for cid, coll in rt.colls.items()}}
+                                "total": coll.total} for cid, coll in rt.colls.items()},
+                "sections": rt.sections.saved()}
 
     def _refuse_suspended(self) -> None:
         rt = self.rt
@@ -448,6 +450,7 @@ class Checkpoints:
                 rt.futures[fid] = Future(rt.pe, fid)
         if not same:
             self._regroup(pes, meta, old)
+        rt.sections.restore(infos)
         if rt.pe == 0:
             self._continue_reductions(infos)
             # what main last gave shoal.iteration(), until it gives another: a program

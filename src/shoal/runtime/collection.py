@@ -29,16 +29,21 @@ class Slot:
     ``ooo`` holds messages that arrived ahead of it, so that messages between two elements
     are delivered in the order they were sent whatever path they took. ``out[dst]`` numbers
     the messages this element sends. ``redno`` counts its contributions, ``bcast`` the
-    broadcasts it has received.
+    broadcasts it has received, ``sections[sid]`` its contributions to section ``sid``'s
+    reductions. ``held`` keeps the messages to guarded methods whose condition was false
+    (:mod:`shoal.runtime.guards`), ``waits`` the conditions its coroutines await; ``after``
+    says that something waits for its current call to return (one of those, or a move).
     """
 
     __slots__ = (
         "active",
+        "after",
         "allreduce",
         "bcast",
         "chan",
         "coll",
         "expected",
+        "held",
         "index",
         "key",
         "lb_mark",
@@ -47,9 +52,11 @@ class Slot:
         "ooo",
         "out",
         "redno",
+        "sections",
         "stats",
         "sync",
         "waiting",
+        "waits",
     )
 
     def __init__(self, coll: Collection, index: tuple[int, ...]):
@@ -67,6 +74,11 @@ class Slot:
         self.bcast = 0
         self.active = 0  # suspended coroutines
         self.migrate_to: int | None = None  # where to move once its calls have returned
+        # after its current call: a move, held messages or waits to look at (Runtime._after)
+        self.after = False
+        self.sections: dict[int, int] = {}  # section id -> its contributions to the section
+        self.held: list[tuple[Any, ...]] = []  # INVOKE envelopes whose condition was false
+        self.waits: list[tuple[Any, Future]] = []  # (condition, future) of self.wait(...)
         self.chan: dict[tuple[Any, ...], deque[Any]] = {}  # channel key -> values arrived
         # channel key -> futures of pending receives
         self.waiting: dict[tuple[Any, ...], deque[Future]] = {}
@@ -80,11 +92,12 @@ class Slot:
     def pack(self, queued: list[Any]) -> tuple[Any, ...]:
         """The migrating state (the object itself travels beside it)."""
         return (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan,
-                self.stats, self.lb_mark, self.sync, queued)
+                self.stats, self.lb_mark, self.sync, self.sections, self.held, queued)
 
     def unpack(self, state: tuple[Any, ...]) -> list[Any]:
         (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan, self.stats,
-         self.lb_mark, self.sync, queued) = state
+         self.lb_mark, self.sync, self.sections, self.held, queued) = state
+        self.after = bool(self.held)
         return queued
 
 

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.errors import ShoalError
 from shoal.runtime.context import current
+from shoal.runtime.protocol import RET
 
 if TYPE_CHECKING:
     from shoal.runtime.collection import Slot
+    from shoal.runtime.pe import Runtime
 
 
 class Future:
@@ -71,19 +73,33 @@ class Task:
     __slots__ = ("coro", "fut", "name", "slot")
 
     def __init__(self, coro: Coroutine[Any, Any, Any], slot: Slot | None,
-                 fut: Future | BroadcastReturn | None, name: str):
+                 fut: Future | Gather | None, name: str):
         self.coro = coro
         self.slot = slot
         self.fut = fut  # receives the coroutine's return value, or None
         self.name = name
 
 
-class BroadcastReturn:
-    """Where an element sends its return value of broadcast ``num`` of collection ``cid``
-    called with ``ret=True``: the root, which gathers them for the caller's future."""
+class Gather:
+    """Where an element sends its return value of a call made to many elements with
+    ``ret=True`` (a broadcast, a section's multicast): a root that gathers them for the
+    caller's future."""
+
+    __slots__ = ()
+
+    def answer(self, rt: Runtime, slot: Slot, value: Any) -> None:
+        """Send element ``slot``'s return ``value`` to the root of the gather."""
+        raise NotImplementedError
+
+
+class BroadcastReturn(Gather):
+    """The gather of broadcast ``num`` of collection ``cid``, at PE 0."""
 
     __slots__ = ("cid", "num")
 
     def __init__(self, cid: int, num: int):
         self.cid = cid
         self.num = num
+
+    def answer(self, rt: Runtime, slot: Slot, value: Any) -> None:
+        rt.send(0, (RET, self.cid, self.num, slot.index, value))

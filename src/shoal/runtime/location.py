@@ -166,10 +166,11 @@ class Location:
             raise UsageError("only array elements can be deleted")
         queued = rt.queue.take((slot,))[id(slot)]
         rt.processed += len(queued)
-        calls = sum(1 for env in queued if env[0] == INVOKE)
+        calls = sum(1 for env in queued if env[0] == INVOKE) + len(slot.held)
         if calls:
             raise UsageError(f"element {list(slot.index)} of {coll.cls.__name__} was deleted "
-                             f"with {calls} message(s) still to run")
+                             f"with {calls} message(s) still to run (queued, or held by a "
+                             "guarded method)")
         # broadcasts that reached it with its deletion are dropped: it ran those before
         last = min((env[B_NUM] for env in queued), default=slot.bcast + 1) - 1
         del coll.local[slot.index]

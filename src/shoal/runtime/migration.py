@@ -3,7 +3,8 @@ balancer moves many at once).
 
 An element travels with its queued messages, its sequence numbers (``expected`` from every
 sender, ``out`` to every receiver), the messages that arrived ahead of their turn (``ooo``),
-its reduction and broadcast counters and its statistics (:meth:`Slot.pack`). So a message
+its reduction, broadcast and section counters, the messages its guarded methods hold
+(:mod:`shoal.runtime.guards`) and its statistics (:meth:`Slot.pack`). So a message
 between two elements is delivered exactly once and in the order it was sent, whatever
 migrations happen meanwhile; broadcasts that reach the old PE after it left are replayed at
 the new one from the collection's history.
@@ -49,6 +50,7 @@ class Migration:
         suspended coroutine of it) has returned."""
         self._check(slot, pe)
         slot.migrate_to = pe
+        slot.after = True
 
     def _check(self, slot: Slot, pe: int) -> None:
         if slot.coll.kind != "array":
@@ -82,6 +84,7 @@ class Migration:
                 slot.migrate_to = None
             elif slot.active or slot is rt.current:
                 slot.migrate_to = dest
+                slot.after = True
             else:
                 batch.append((slot, dest))
         if not batch:
@@ -148,5 +151,7 @@ class Migration:
                             else (qenv[I_PRIO], invoke, slot, qenv) for qenv in queued)
         for src, seq in [k for k in slot.ooo if k[1] == slot.expected.get(k[0], 0)]:
             rt.accept(slot, slot.ooo.pop((src, seq)))
+        if slot.held:  # (on_migrated may change what their conditions read)
+            rt.guards.recheck_later(slot)
         return slot
 

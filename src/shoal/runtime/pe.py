@@ -15,7 +15,9 @@ running) and futures. Everything colder is a manager that owns its state and its
 kinds (:mod:`shoal.runtime.protocol` registers each kind with its handler):
 :class:`~shoal.runtime.location.Location` (collections, insertion, deletion, homes,
 forwarding, caches), :class:`~shoal.runtime.migration.Migration`, and the collectives
-(:mod:`shoal.runtime.collectives`: broadcasts, reductions, quiescence).
+(:mod:`shoal.runtime.collectives`: broadcasts, reductions, sections, quiescence), the
+guarded messages of :mod:`shoal.runtime.guards` and the task pool of
+:mod:`shoal.runtime.pool`.
 """
 
 from __future__ import annotations
@@ -37,11 +39,14 @@ from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.collectives.broadcast import Broadcasts
 from shoal.runtime.collectives.quiescence import Quiescence
 from shoal.runtime.collectives.reduction import Reductions
+from shoal.runtime.collectives.section import Sections
 from shoal.runtime.context import set_current
-from shoal.runtime.futures import BroadcastReturn, Future, Task
+from shoal.runtime.futures import Future, Gather, Task
+from shoal.runtime.guards import GuardError, Guards
 from shoal.runtime.lb.driver import Balancer
 from shoal.runtime.location import Location
 from shoal.runtime.migration import Migration
+from shoal.runtime.pool import Pool
 from shoal.runtime.protocol import (
     BCAST_REQ,
     COUNTED,
@@ -61,7 +66,6 @@ from shoal.runtime.protocol import (
     I_SRC,
     INVOKE,
     LOC,
-    RET,
     children,
     handler_table,
 )
@@ -93,7 +97,8 @@ def _precise_sleep() -> None:
 class Runtime:
     """The PE core: scheduler, sends, entry-method invocation and futures of one PE, and
     its managers (``location``, ``migration``, ``broadcasts``, ``reductions``,
-    ``quiescence``, ``balancer``, ``checkpoints``, ``aggregation``).
+    ``sections``, ``quiescence``, ``guards``, ``pool``, ``balancer``, ``checkpoints``,
+    ``aggregation``).
 
     ``poll_spin`` and ``poll_max`` (seconds) set the idle back-off; ``instrument`` records
     the calls and wall time of every entry method per element (on by default, for the load
@@ -182,6 +187,9 @@ class Runtime:
         self.broadcasts = Broadcasts(self)
         self.reductions = Reductions(self)
         self.quiescence = Quiescence(self)
+        self.sections = Sections(self)
+        self.guards = Guards(self)
+        self.pool = Pool(self)
         self.balancer = Balancer(self, lb, lb_period, lb_dump, lb_auto, lb_machine)
         self.checkpoints = checkpoints or Checkpoints(self)
         self.aggregation = Aggregation(self)
@@ -486,7 +494,12 @@ class Runtime:
             t0 = time.perf_counter()
             c0 = time.thread_time() if self.cpu_stats else 0.0
         kwargs = env[I_KWARGS]
-        res = fn(*env[I_ARGS], **kwargs) if kwargs else fn(*env[I_ARGS])
+        try:  # (costs nothing unless raised)
+            res = fn(*env[I_ARGS], **kwargs) if kwargs else fn(*env[I_ARGS])
+        except GuardError as held:  # a guarded method's condition is false: the message waits
+            self.guards.hold(slot, env, held)
+            self.current = self.work = None
+            return
         if type(res) is CoroutineType:
             slot.active += 1
             self._step(Task(res, slot, env[I_FUT], name), None)
@@ -502,8 +515,19 @@ class Runtime:
                 self._detail(st, slot, name, t0, c0)
         self.current = None
         self.work = None
+        if slot.after:
+            self._after(slot)
+
+    def _after(self, slot: Slot) -> None:
+        """A call or coroutine step of ``slot`` has returned and something waited for that:
+        its held messages and awaited conditions that now hold run (:mod:`.guards`), then
+        it moves if it asked to and no coroutine of it is suspended."""
+        if (slot.held or slot.waits) and not self.guards.release(slot):
+            return  # within the release of this element's messages: it does the rest
         if slot.migrate_to is not None and slot.active == 0:
             self.migration.move_deferred(slot)
+        else:
+            slot.after = bool(slot.held or slot.waits) or slot.migrate_to is not None
 
     def _account(self, slot: Slot, name: str, calls: int, t0: float, c0: float) -> None:
         """Add a call (or a coroutine's resumption, ``calls=0``) that began at ``t0``
@@ -542,14 +566,14 @@ class Runtime:
         self.futures[self.nfut] = fut
         return fut
 
-    def reply(self, to: Future | BroadcastReturn, slot: Slot | None, value: Any) -> None:
+    def reply(self, to: Future | Gather, slot: Slot | None, value: Any) -> None:
         """Deliver an entry method's return value: to a Future (``ret=True`` on one element)
-        or to the root's gather of a broadcast's return values."""
+        or to the root's gather of a broadcast's or a section's return values."""
         if type(to) is Future:
             self.resolve(to.pe, to.fid, value)
         else:
-            assert slot is not None and isinstance(to, BroadcastReturn)
-            self.send(0, (RET, to.cid, to.num, slot.index, value))
+            assert slot is not None and isinstance(to, Gather)
+            to.answer(self, slot, value)
 
     def resolve(self, pe: int, fid: int, value: Any) -> None:
         """Give future ``fid`` of PE ``pe`` its value (sent there if it is another PE's)."""
@@ -595,14 +619,16 @@ class Runtime:
             if slot is None:
                 if task.fut is None:  # main returned (the runtime's own coroutines, a
                     self.exit()  # checkpoint's, answer a future instead)
-            elif slot.migrate_to is not None and slot.active == 0:
-                self.migration.move_deferred(slot)
+            elif slot.after:
+                self._after(slot)
             return
         self.current = None
         if not isinstance(fut, Future):
             raise UsageError(f"{task.name} awaited {fut!r}: a shoal coroutine may await "
                              "futures, reductions, channels and shoal.quiescence() only")
         fut.waiters.append(task)
+        if slot is not None and slot.after:  # the step may have made a condition hold
+            self._after(slot)
 
     def _run_main(self, main: Callable, args: tuple) -> None:
         self.work = (None, "main")

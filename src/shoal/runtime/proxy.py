@@ -8,6 +8,10 @@ sets the message priority (lower runs first, FIFO among equals). Proxies are sma
 picklable, so they travel in messages; ``proxy.method`` (not called) is a
 picklable target for reductions.
 
+``arr[0:8, ::2]`` (slices, as numpy indexes the grid of indices) and ``arr.section(indices)``
+(an explicit list) make a :class:`SectionProxy`: a proxy of those elements, whose method
+calls reach each of them once (:mod:`shoal.runtime.collectives.section`).
+
 Every chare class gets its own pair of proxy classes (:func:`proxy_classes`) with one real
 method per entry method, the public methods of the class. A send is then an ordinary method
 call: a name the class does not define fails at the sender, and the call costs about a
@@ -23,13 +27,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from shoal.errors import UsageError
 from shoal.runtime.context import _Process, current
+from shoal.runtime.selection import is_section_key, select
 
 if TYPE_CHECKING:
     from shoal.runtime.chare import Chare
     from shoal.runtime.futures import Future
     from shoal.runtime.pe import Runtime
 
-_PROXY_ATTRS = {"cid", "index", "ndims", "insert", "delete"}
+_PROXY_ATTRS = {"cid", "index", "ndims", "insert", "delete", "section", "sid"}
 
 
 def normalize(index: int | tuple[int, ...], ndims: int) -> tuple[int, ...]:
@@ -92,10 +97,18 @@ class CollectionProxy:
         # such int for a sparse one, none with more dimensions
         self._bound = -1 if ndims != 1 else sys.maxsize if dims is None else dims[0]
 
-    def __getitem__(self, index: int | tuple[int, ...]) -> ElementProxy:
+    def __getitem__(self, index: Any) -> Any:  # an ElementProxy, or a SectionProxy
         if type(index) is int and 0 <= index < self._bound:  # (as cheap as it was)
             return self._element(self.cid, (index,))
-        index = normalize(index, self.ndims)
+        try:
+            index = normalize(index, self.ndims)
+        except UsageError:
+            if type(index) is list:
+                raise UsageError(f"arr[{index!r}]: a list of indices makes a section with "
+                                 "arr.section([...])") from None
+            if not is_section_key(index):
+                raise
+            return self._section(select(index, self.ndims, self.dims))
         dims = self.dims
         if dims is not None:
             for i, d in zip(index, dims, strict=True):
@@ -113,6 +126,25 @@ class CollectionProxy:
         reduction to complete when the caller is not an element of this array."""
         current().location.insert(self, normalize(index, self.ndims), tuple(args), pe)
 
+    def section(self, indices: Iterable[int | tuple[int, ...]]) -> SectionProxy:
+        """A section of the elements named in ``indices`` (each as ``arr[i]`` takes it;
+        named twice counts once): ``sec.method(...)`` reaches each of them once, and
+        ``contribute(..., section=sec)`` reduces over them. Make it once and keep it: each
+        section registers a spanning tree on the PEs that hold its members."""
+        chosen = set()
+        for i in indices:
+            element = self[i]
+            if not isinstance(element, ElementProxy):
+                raise UsageError(f"section(): {i!r} names more than one element; give one "
+                                 "index per element (or a slice key: arr[0:8, ::2])")
+            chosen.add(element.index)
+        if not chosen:
+            raise UsageError("section(): give at least one index")
+        return self._section(sorted(chosen))
+
+    def _section(self, members: list[tuple[int, ...]]) -> SectionProxy:
+        return current().sections.create(self, members)
+
     def delete(self, index: int | tuple[int, ...]) -> None:
         """Delete element ``index``; messages sent to it afterwards are an error, and
         broadcasts that reach it with its deletion are dropped."""
@@ -129,6 +161,40 @@ class CollectionProxy:
 
     def __repr__(self) -> str:  # the class is named f"{chare.__name__}Proxy"
         return f"{type(self).__name__}({self.cid})"
+
+
+class SectionProxy:
+    """Some elements of one array or group, fixed when the section is made
+    (``arr[0:8, ::2]``, ``arr.section([...])``): ``sec.method(...)`` multicasts to each of
+    them once (``ret=True``: the list of their return values in index order), ``len(sec)``
+    is how many there are, and ``self.contribute(x, reducer, target, section=sec)`` in
+    every member reduces over them."""
+
+    __slots__ = ("_size", "cid", "sid")
+    _chare: ClassVar[type[Chare] | None] = None
+
+    def __init__(self, cid: int, sid: int, size: int):
+        self.cid = cid
+        self.sid = sid
+        self._size = size
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getattr__(self, name: str) -> Any:  # Any: entry methods are made at run time
+        raise AttributeError(_missing(self._chare, name))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SectionProxy) and self.sid == other.sid
+
+    def __hash__(self) -> int:
+        return hash(("section", self.sid))
+
+    def __reduce__(self) -> tuple[Callable[..., SectionProxy], tuple[Any, ...]]:
+        return (_rebuild_section, (self._chare, self.cid, self.sid, self._size))
+
+    def __repr__(self) -> str:  # the class is named f"{chare.__name__}SectionProxy"
+        return f"{type(self).__name__}({self.cid}, section {self.sid}, {self._size} elements)"
 
 
 def _outside(proxy: CollectionProxy, index: tuple[int, ...]) -> tuple[int, ...]:
@@ -185,6 +251,19 @@ def _broadcaster(name: str) -> Callable[..., Future | None]:
     return broadcast
 
 
+def _multicaster(name: str) -> Callable[..., Future | None]:
+    """The section proxy's method that multicasts ``name``."""
+
+    def multicast(self: SectionProxy, *args: Any, **kwargs: Any) -> Future | None:
+        rt = _Process.runtime or current()
+        ret = kwargs.pop("ret", False)
+        prio = kwargs.pop("prio", 0)
+        return rt.sections.multicast(self, name, args, kwargs or None, ret, prio)
+
+    multicast.__name__ = multicast.__qualname__ = name
+    return multicast
+
+
 def _call(rt: Runtime, proxy: ElementProxy | CollectionProxy, name: str, args: tuple[Any, ...],
           kwargs: dict[str, Any]) -> Future | None:
     ret = kwargs.pop("ret", False)
@@ -214,6 +293,26 @@ def proxy_classes(chare: type[Chare]) -> tuple[type[ElementProxy], type[Collecti
                                 **{name: _broadcaster(name) for name in names}}))
         classes = _CLASSES[chare] = (element, collection)
     return classes
+
+
+_SECTIONS: dict[type[Chare], type[SectionProxy]] = {}
+
+
+def section_class(chare: type[Chare]) -> type[SectionProxy]:
+    """The section proxy class of chare class ``chare`` (made once)."""
+    cls = _SECTIONS.get(chare)
+    if cls is None:
+        proxy_classes(chare)  # a clash of names is refused there
+        cls = _SECTIONS[chare] = cast(
+            "type[SectionProxy]",
+            type(f"{chare.__name__}SectionProxy", (SectionProxy,),
+                 {"__slots__": (), "_chare": chare,
+                  **{name: _multicaster(name) for name in entry_methods(chare)}}))
+    return cls
+
+
+def _rebuild_section(chare: type[Chare], cid: int, sid: int, size: int) -> SectionProxy:
+    return section_class(chare)(cid, sid, size)
 
 
 def _rebuild_element(chare: type[Chare], cid: int, index: tuple[int, ...]) -> ElementProxy:

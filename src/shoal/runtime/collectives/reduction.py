@@ -18,7 +18,7 @@ from shoal.runtime import reducers
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.futures import Future
 from shoal.runtime.protocol import RED, parent
-from shoal.runtime.proxy import CollectionProxy, ElementProxy
+from shoal.runtime.proxy import CollectionProxy, ElementProxy, SectionProxy
 
 if TYPE_CHECKING:
     from shoal.runtime.pe import Runtime
@@ -33,11 +33,7 @@ class Reductions:
     def contribute(self, slot: Slot, value: Any, reducer: Any, target: Any) -> None:
         """Element ``slot``'s contribution to its next reduction."""
         reducers.combiner(reducer)
-        if not (isinstance(target, Future) or (
-                type(target) is MethodType
-                and isinstance(target.__self__, (ElementProxy, CollectionProxy)))):
-            raise UsageError(f"a reduction's target is a Future or a proxy method, not "
-                             f"{target!r}")
+        check_target(target)
         self.add_contribution(slot, value, reducer, target)
 
     def add_contribution(self, slot: Slot, value: Any, reducer: Any, target: Any) -> None:
@@ -82,7 +78,7 @@ class Reductions:
 
     def _add(self, coll: Collection, r: int, value: Any, count: int, reducer: Any,
              target: Any) -> None:
-        _combine(coll.partial, r, value, count, reducer, target)
+        combine(coll.partial, r, value, count, reducer, target)
         self._check(coll, r)
 
     def _check(self, coll: Collection, r: int) -> None:
@@ -97,7 +93,7 @@ class Reductions:
         value, count, reducer, target = coll.partial.pop(r)
         rt = self.rt
         if rt.pe == 0:
-            _combine(coll.total, r, value, count, reducer, target)
+            combine(coll.total, r, value, count, reducer, target)
             self._root(coll, r)
         else:
             rt.send(parent(rt.pe, 0, rt.npes), (RED, coll.cid, r, value, count, reducer, target))
@@ -120,7 +116,16 @@ class Reductions:
             rt.leave(saved)
 
 
-def _combine(store: dict, r: int, value: Any, count: int, reducer: Any, target: Any) -> None:
+def check_target(target: Any) -> None:
+    """A reduction's result goes to a Future or to a proxy's method (an element's, a
+    collection's or a section's)."""
+    if not (isinstance(target, Future) or (
+            type(target) is MethodType
+            and isinstance(target.__self__, (ElementProxy, CollectionProxy, SectionProxy)))):
+        raise UsageError(f"a reduction's target is a Future or a proxy method, not {target!r}")
+
+
+def combine(store: dict, r: int, value: Any, count: int, reducer: Any, target: Any) -> None:
     """Add ``count`` contributions worth ``value`` to the partial result ``store[r]``."""
     part = store.get(r)
     if part is None:

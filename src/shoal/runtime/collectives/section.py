@@ -1,0 +1,350 @@
+"""Sections: a fixed subset of an array's or group's elements with a proxy of its own, for
+multicasts and reductions over just those elements (seed 002, II-D: indexed collections of
+chares and scalable location management; Charm++'s array sections).
+
+**Making one** (``arr[0:8, ::2]``, ``arr.section([...])``, on any PE: that PE is its
+root): the root groups the members by their home PE and builds the ``ARITY``-ary spanning
+tree over those PEs (the root first, then the others in order). Each PE of the tree gets its
+subtree's part of that plan (``SEC_NEW``), keeps its own :class:`Part` and passes the rest
+on. A section is named by its id, ``root << 20 | n``, so every PE finds the root from the
+proxy (modulo the number of PEs after a restart on fewer).
+
+**Multicast** (``sec.method(...)``): to the root (``SEC_REQ``), numbered there, down the
+tree (``SEC_MCAST``, one envelope per edge, not one message per element from the caller).
+Each PE delivers it to the members whose home it is, as an ``INVOKE`` whose sender is the
+section (key ``(-2, sid)``) with the multicast's number as sequence number: a member at home
+runs it from there, one that migrated gets it where the home's location records say (one
+more hop). So every member gets every multicast once and in order, whatever moves.
+
+**Reductions** (``self.contribute(x, reducer, target, section=sec)``): a member's n-th
+contribution to the section is its reduction n (``Slot.sections`` counts them and migrates
+with it) and goes to the member's home PE, which is local unless the member migrated. Each
+PE of the tree knows how many contributions its subtree holds, so it sends exactly one
+partial result up per reduction (``SEC_RED``), when it has them all; the root delivers the
+result. Homes are what everyone can compute and what always knows where an element is: no
+PE waits on where members are now, so migration costs a migrated member one more message,
+never a lost or doubled contribution.
+
+``ret=True`` on a multicast: every member's return value goes to the root (``SEC_RET``),
+which resolves the caller's future with them in index order.
+
+**Checkpoints** save each section's members, its multicast count and gathers (at its root)
+and the partial results of every PE; a restart rebuilds each tree from the homes under the
+new number of PEs, and a reduction that was in progress finishes with its remaining
+contributions sent straight to the root (``Part.direct``), where the saved partials wait.
+A section of a group whose members do not all exist on the new number of PEs is refused.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from shoal.errors import CheckpointError, UsageError
+from shoal.runtime import reducers
+from shoal.runtime.collectives.reduction import check_target, combine
+from shoal.runtime.futures import Future, Gather
+from shoal.runtime.protocol import (
+    ARITY,
+    INVOKE,
+    SEC_MCAST,
+    SEC_NEW,
+    SEC_RED,
+    SEC_REQ,
+    SEC_RET,
+)
+from shoal.runtime.proxy import SectionProxy, section_class
+
+if TYPE_CHECKING:
+    from shoal.runtime.collection import Slot
+    from shoal.runtime.pe import Runtime
+    from shoal.runtime.proxy import CollectionProxy
+
+SECTION = -2  # the first field of a section's sender key, (SECTION, sid)
+
+
+class Part:
+    """What one PE of a section's tree holds: the members whose home it is, its place in
+    the tree, how many members its subtree holds, and its partial results; at the root
+    also every member, the multicast count and the gathers of ``ret=True`` multicasts."""
+
+    __slots__ = ("children", "cid", "direct", "expect", "mcast", "members", "own",
+                 "own_set", "parent", "reds", "rets")
+
+    def __init__(self, cid: int, own: list[tuple[int, ...]], parent: int | None,
+                 children: list[int], expect: int, direct: set[int]):
+        self.cid = cid
+        self.own = own
+        self.own_set = frozenset(own)
+        self.parent = parent  # None at the root
+        self.children = children
+        self.expect = expect  # contributions per reduction in this PE's subtree
+        self.direct = direct  # reductions restarted from a checkpoint: straight to the root
+        self.reds: dict[int, list[Any]] = {}  # reduction -> [value, count, reducer, target]
+        self.members: list[tuple[int, ...]] | None = None  # the root: every member
+        self.mcast = 0  # the root: multicasts numbered
+        self.rets: dict[int, list[Any]] = {}  # the root: multicast -> [future, {index: value}]
+
+
+class SectionReturn(Gather):
+    """The gather of multicast ``num`` of section ``sid``, at its root."""
+
+    __slots__ = ("num", "sid")
+
+    def __init__(self, sid: int, num: int):
+        self.sid = sid
+        self.num = num
+
+    def answer(self, rt: Runtime, slot: Slot, value: Any) -> None:
+        rt.send(rt.sections.root(self.sid), (SEC_RET, self.sid, self.num, slot.index, value))
+
+
+class AllreduceResult:
+    """The target of a section's ``allreduce``: multicast the result to its members."""
+
+    __slots__ = ("section",)
+
+    def __init__(self, section: SectionProxy):
+        self.section = section
+
+    def __call__(self, value: Any) -> None:
+        self.section._shoal_section_result(self.section.sid, value)
+
+
+class Sections:
+    """The section manager of one PE."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+        self.count = 0  # sections made here
+        self.parts: dict[int, Part] = {}
+        self.early: dict[int, list[tuple]] = {}  # contributions ahead of their SEC_NEW
+        # (element key, sid) -> futures of its pending allreduces over the section
+        self.waiting: dict[tuple[Any, int], deque[Future]] = {}
+
+    def root(self, sid: int) -> int:
+        return (sid >> 20) % self.rt.npes
+
+    # ----------------------------------------------------------------- making one
+    def create(self, proxy: CollectionProxy, members: list[tuple[int, ...]]) -> SectionProxy:
+        """A section of ``members`` (sorted, each once) of ``proxy``'s collection, rooted
+        here."""
+        rt = self.rt
+        sid = (rt.pe << 20) | self.count
+        self.count += 1
+        assert proxy._chare is not None
+        self.on_new((SEC_NEW, sid, proxy.cid, None, members, ()))
+        return section_class(proxy._chare)(proxy.cid, sid, len(members))
+
+    def on_new(self, env: tuple) -> None:
+        """Keep this PE's part of the tree and send each child its subtree's plan (at the
+        root, ``tree`` is None and ``plan`` the members: plan first)."""
+        _, sid, cid, tree, plan, direct = env
+        rt = self.rt
+        coll = rt.collection(cid, env)
+        if coll is None:
+            return
+        members = None
+        if tree is None:
+            members = plan
+            plan = {}
+            for index in members:
+                plan.setdefault(coll.home(index), []).append(index)
+            tree = [rt.pe, *sorted(p for p in plan if p != rt.pe)]
+        pos = tree.index(rt.pe)
+        kids = list(range(pos * ARITY + 1, min(pos * ARITY + ARITY + 1, len(tree))))
+        part = Part(cid, plan.get(rt.pe, []), None if pos == 0 else tree[(pos - 1) // ARITY],
+                    [tree[k] for k in kids], sum(len(v) for v in plan.values()), set(direct))
+        part.members = members
+        for k in kids:
+            sub = {tree[q]: plan[tree[q]] for q in _subtree(k, len(tree)) if tree[q] in plan}
+            rt.send(tree[k], (SEC_NEW, sid, cid, tree, sub, direct))
+        self.parts[sid] = part
+        for early in self.early.pop(sid, ()):
+            self.on_red(early)
+
+    # ----------------------------------------------------------------- multicasts
+    def multicast(self, proxy: SectionProxy, name: str, args: tuple, kwargs: dict | None,
+                  ret: bool, prio: int) -> Future | None:
+        """``sec.method(*args)``: to the root, which numbers it and sends it down."""
+        rt = self.rt
+        fut = rt.future() if ret else None
+        rt.send(self.root(proxy.sid), (SEC_REQ, proxy.sid, proxy.cid, name, args, kwargs,
+                                       prio, fut))
+        return fut
+
+    def on_req(self, env: tuple) -> None:
+        _, sid, cid, name, args, kwargs, prio, fut = env
+        if self.rt.collection(cid, env) is None:
+            return
+        part = self._part(sid, cid)
+        part.mcast += 1
+        num = part.mcast
+        if fut is not None:
+            part.rets[num] = [fut, {}]
+        self.on_mcast((SEC_MCAST, sid, cid, num, name, args, kwargs, prio, fut is not None))
+
+    def on_mcast(self, env: tuple) -> None:
+        """Down the tree; to each member whose home is here, once, in multicast order."""
+        _, sid, cid, num, name, args, kwargs, prio, ret = env
+        rt = self.rt
+        coll = rt.collection(cid, env)
+        if coll is None:
+            return
+        part = self.parts[sid]
+        for child in part.children:
+            rt.send(child, env)
+        to = SectionReturn(sid, num) if ret else None
+        src = (SECTION, sid)
+        local = coll.local
+        for index in part.own:
+            menv = (INVOKE, cid, index, name, args, kwargs, src, num - 1, prio, to, rt.pe, 0)
+            slot = local.get(index)
+            if slot is None:  # it migrated (or is not inserted yet): where the home knows
+                rt.location.route(coll, menv)
+            else:
+                rt.accept(slot, menv)
+
+    def on_ret(self, env: tuple) -> None:
+        _, sid, num, index, value = env
+        part = self.parts[sid]
+        fut, values = part.rets[num]
+        values[index] = value
+        assert part.members is not None
+        if len(values) == len(part.members):
+            del part.rets[num]
+            self.rt.resolve(fut.pe, fut.fid, [values[i] for i in sorted(values)])
+
+    def _part(self, sid: int, cid: int) -> Part:
+        part = self.parts.get(sid)
+        if part is None:
+            name = self.rt.colls[cid].cls.__name__
+            raise UsageError(f"section {sid} of {name} is unknown here (a proxy kept from "
+                             "another run?): make the section again")
+        return part
+
+    # ----------------------------------------------------------------- reductions
+    def contribute(self, slot: Slot, section: Any, value: Any, reducer: Any,
+                   target: Any) -> None:
+        """``self.contribute(value, reducer, target, section=sec)`` in a member."""
+        reducers.combiner(reducer)
+        check_target(target)
+        self._contribute(slot, section, value, reducer, target)
+
+    def allreduce(self, slot: Slot, section: Any, value: Any, reducer: Any) -> Future:
+        """``await self.allreduce(value, reducer, section=sec)``: every member gets the
+        result."""
+        reducers.combiner(reducer)
+        fut = self.rt.future()
+        self.waiting.setdefault((slot.key, section.sid), deque()).append(fut)
+        self._contribute(slot, section, value, reducer, AllreduceResult(section))
+        return fut
+
+    def allreduce_result(self, slot: Slot, sid: int, value: Any) -> None:
+        waiting = self.waiting[(slot.key, sid)]
+        fut = waiting.popleft()
+        if not waiting:
+            del self.waiting[(slot.key, sid)]
+        fut.send(value)
+
+    def _contribute(self, slot: Slot, section: Any, value: Any, reducer: Any,
+                    target: Any) -> None:
+        if not isinstance(section, SectionProxy):
+            raise UsageError(f"section= takes a section proxy (arr[0:8], arr.section([...])), "
+                             f"not {section!r}")
+        coll = slot.coll
+        if section.cid != coll.cid:
+            raise UsageError(f"{coll.cls.__name__}{list(slot.index)} is not in {section!r}: "
+                             "that section holds elements of another collection")
+        sid = section.sid
+        r = slot.sections.get(sid, 0)
+        slot.sections[sid] = r + 1
+        if reducer is reducers.Reducer.gather:
+            value = [(slot.index, value)]
+        env = (SEC_RED, sid, coll.cid, r, value, 1, reducer, target, slot.index)
+        home = coll.home(slot.index)
+        if home == self.rt.pe:
+            self.on_red(env)
+        else:
+            self.rt.send(home, env)
+
+    def on_red(self, env: tuple) -> None:
+        """A member's contribution (``index`` given) or a child's partial result (None)."""
+        _, sid, cid, r, value, count, reducer, target, index = env
+        rt = self.rt
+        coll = rt.collection(cid, env)
+        if coll is None:
+            return
+        part = self.parts.get(sid)
+        if part is None:  # its SEC_NEW is on the way
+            self.early.setdefault(sid, []).append(env)
+            return
+        if index is not None and index not in part.own_set:
+            raise UsageError(f"{coll.cls.__name__}{list(index)} contributed to section {sid}, "
+                             "which it is not a member of")
+        if part.parent is not None and r in part.direct:
+            rt.send(self.root(sid), (SEC_RED, sid, cid, r, value, count, reducer, target, None))
+            return
+        combine(part.reds, r, value, count, reducer, target)
+        if part.reds[r][1] < part.expect:
+            return
+        value, count, reducer, target = part.reds.pop(r)
+        if part.parent is not None:
+            rt.send(part.parent, (SEC_RED, sid, cid, r, value, count, reducer, target, None))
+            return
+        if reducer is reducers.Reducer.gather:
+            value = [v for _, v in sorted(value, key=lambda iv: iv[0])]
+        if isinstance(target, Future):
+            rt.resolve(target.pe, target.fid, value)
+        else:
+            saved = rt.enter(None, "section reduction target")
+            target(value)
+            rt.leave(saved)
+
+    # ----------------------------------------------------------------- checkpoints
+    def saved(self) -> dict[str, Any]:
+        """This PE's sections for a checkpoint (taken at quiescence: every tree is
+        complete, nothing is in flight)."""
+        return {"count": self.count,
+                "parts": {sid: {"cid": part.cid, "members": part.members, "mcast": part.mcast,
+                                "rets": part.rets, "reds": part.reds}
+                          for sid, part in self.parts.items()}}
+
+    def restore(self, infos: list[dict[str, Any]]) -> None:
+        """After a restart (``infos``: every old PE's saved counters): rebuild the trees
+        rooted here under the new number of PEs, with their saved numbers and partials."""
+        rt = self.rt
+        if rt.pe < len(infos):
+            self.count = infos[rt.pe]["sections"]["count"]
+        partials: dict[int, list[tuple[int, list[Any]]]] = {}
+        defs = {}
+        for info in infos:
+            for sid, saved in info["sections"]["parts"].items():
+                if saved["members"] is not None:
+                    defs[sid] = saved
+                partials.setdefault(sid, []).extend(saved["reds"].items())
+        for sid, saved in defs.items():
+            if self.root(sid) != rt.pe:
+                continue
+            coll = rt.colls[saved["cid"]]
+            if coll.kind == "group" and any(index[0] >= rt.npes for index in saved["members"]):
+                raise CheckpointError(f"a section of group {coll.cls.__name__} names members "
+                                      f"beyond the {rt.npes} PEs of this run: restart it on "
+                                      f"{len(infos)} PEs")
+            direct = sorted({r for r, _ in partials.get(sid, ())})
+            self.on_new((SEC_NEW, sid, saved["cid"], None, saved["members"], direct))
+            part = self.parts[sid]
+            part.mcast, part.rets = saved["mcast"], saved["rets"]
+            for r, (value, count, reducer, target) in partials.get(sid, ()):
+                combine(part.reds, r, value, count, reducer, target)
+
+
+def _subtree(k: int, n: int) -> list[int]:
+    """The positions of the subtree rooted at position ``k`` of an ``ARITY``-ary tree laid
+    out level by level over ``n`` positions."""
+    out: list[int] = []
+    lo = hi = k
+    while lo < n:
+        out.extend(range(lo, min(hi, n - 1) + 1))
+        lo, hi = lo * ARITY + 1, hi * ARITY + ARITY
+    return out

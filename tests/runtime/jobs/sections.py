@@ -1,0 +1,304 @@
+"""Sections of arrays and groups, written the way a user writes them (run by
+test_sections.py): ``python sections.py NAME...``."""
+
+import random
+
+import numpy as np
+from runner import main
+
+import shoal
+from shoal import Reducer
+from shoal.runtime.context import current
+from shoal.runtime.protocol import KINDS
+
+
+def grid(dims, key):
+    """The element indices numpy selects from the grid of an array's indices."""
+    ix = np.indices(dims)
+    picked = np.stack([a[key] for a in ix], axis=-1).reshape(-1, len(dims))
+    return sorted({tuple(int(v) for v in row) for row in picked})
+
+
+class Cell(shoal.Chare):
+    def __init__(self):
+        self.got = []  # the tags of the multicasts and broadcasts this element ran
+
+    def mark(self, tag):
+        self.got.append(tag)
+        return (self.thisIndex, shoal.my_pe())
+
+    def tags(self):
+        return self.got
+
+    def add(self, section, tag, target):
+        """Contribute a value known from the index to a reduction over ``section``."""
+        self.got.append(tag)
+        i = self.thisIndex
+        self.contribute(float(sum((k + 1) * v for k, v in enumerate(i))), Reducer.sum, target,
+                        section=section)
+
+    def collect(self, section, target):
+        self.contribute(self.thisIndex, Reducer.gather, target, section=section)
+
+    def result(self, value):
+        self.got.append(("result", value))
+
+    async def mean(self, section, fut):
+        """An allreduce over the section, in every member."""
+        total = await self.allreduce(1.0 + self.thisIndex[0], Reducer.sum, section=section)
+        self.contribute(total, Reducer.max, fut, section=section)
+
+
+def weight(index):
+    return float(sum((k + 1) * v for k, v in enumerate(index)))
+
+
+async def slices():
+    """Slices of a 2-D array select what numpy selects from the index grid; a multicast
+    reaches exactly those elements, once each (ret=True: their values in index order); an
+    explicit list and a 1-D slice of another array do the same."""
+    dims = (6, 5)
+    arr = shoal.Array(Cell, dims)
+    keys = [np.s_[0:4, ::2], np.s_[1, :], np.s_[..., -1], np.s_[::-2, 1:4], np.s_[5:1:-1],
+            np.s_[-3:, -2]]
+    expect = {}
+    for tag, key in enumerate(keys):
+        sec = arr[key]
+        members = grid(dims, key)
+        assert len(sec) == len(members), (key, len(sec), len(members))
+        values = await sec.mark(tag, ret=True)
+        assert [index for index, _ in values] == members, (key, values)
+        for index in members:
+            expect.setdefault(index, []).append(tag)
+    picked = [(5, 4), (0, 0), (2, 3), (0, 0)]
+    sec = arr.section(picked)
+    assert len(sec) == 3
+    values = await sec.mark("list", ret=True)
+    assert [index for index, _ in values] == sorted(set(picked))
+    for index in sorted(set(picked)):
+        expect.setdefault(index, []).append("list")
+    got = await arr.tags(ret=True)
+    for k, index in enumerate(np.ndindex(*dims)):
+        assert got[k] == expect.get(index, []), (index, got[k], expect.get(index))
+    line = shoal.Array(Cell, 20)
+    values = await line[3:17:3].mark("line", ret=True)
+    assert [i for (i,), _ in values] == list(range(3, 17, 3))
+    return len(keys)
+
+
+async def reductions():
+    """A reduction over a section (target a future, a gather in index order, a section
+    method as the target, an allreduce inside a coroutine) against the sums by hand."""
+    dims = (8, 6)
+    arr = shoal.Array(Cell, dims)
+    key = np.s_[1:7, ::2]
+    sec = arr[key]
+    members = grid(dims, key)
+    want = sum(weight(i) for i in members)
+    for rnd in range(3):
+        fut = shoal.future()
+        sec.add(sec, rnd, fut)
+        assert await fut == want
+    fut = shoal.future()
+    sec.collect(sec, fut)
+    assert await fut == members
+    sec.add(sec, "to-method", sec.result)  # the result is multicast back to the section
+    await shoal.quiescence()
+    got = await sec.tags(ret=True)
+    assert all(g[-1] == ("result", want) for g in got), got
+    done = shoal.future()
+    sec.mean(sec, done)
+    assert await done == sum(1.0 + i[0] for i in members)
+    return want
+
+
+class Member(shoal.Chare):
+    def __init__(self):
+        self.seen = []
+
+    def hello(self, tag):
+        self.seen.append(tag)
+        return shoal.my_pe()
+
+    def part(self, section, fut):
+        self.contribute([shoal.my_pe()], Reducer.gather, fut, section=section)
+
+
+async def groups():
+    """A section of a group is a subset of PEs: a multicast runs on those members only,
+    each on its own PE, and a reduction over them sees each once."""
+    p = shoal.num_pes()
+    g = shoal.Group(Member)
+    odd = g[1::2]
+    ends = g.section([0, p - 1])
+    assert await odd.hello("odd", ret=True) == list(range(1, p, 2))
+    assert await ends.hello("ends", ret=True) == [0, p - 1]
+    fut = shoal.future()
+    odd.part(odd, fut)
+    assert await fut == [[pe] for pe in range(1, p, 2)]
+    seen = await g.hello("all", ret=True)
+    assert seen == list(range(p))
+
+
+class Tally(shoal.Chare):
+    def __init__(self):
+        self.count = {}
+
+    def hit(self, name, k):
+        last = self.count.get(name, -1)
+        assert k == last + 1, (self.thisIndex, name, k, last)  # once each, in order
+        self.count[name] = k
+
+    def vote(self, section, name, fut):
+        self.contribute({name: 1}, merge, fut, section=section)
+
+    def counts(self):
+        return self.count
+
+
+def merge(a, b):
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+async def overlapping():
+    """Two overlapping sections multicast and reduce at the same time: every member of
+    each gets each multicast once and in order, and both reductions count their own
+    members."""
+    arr = shoal.Array(Tally, 40)
+    a = arr[0:30]
+    b = arr[10:40:2]
+    for k in range(20):
+        a.hit("a", k)
+        b.hit("b", k)
+    fa, fb = shoal.future(), shoal.future()
+    a.vote(a, "a", fa)
+    b.vote(b, "b", fb)
+    assert await fa == {"a": 30}
+    assert await fb == {"b": 15}
+    counts = await arr.counts(ret=True)
+    for i, c in enumerate(counts):
+        want = {}
+        if i < 30:
+            want["a"] = 19
+        if i >= 10 and i % 2 == 0:
+            want["b"] = 19
+        assert c == want, (i, c, want)
+
+
+class Rover(shoal.Chare):
+    def __init__(self, seed):
+        self.rng = random.Random(seed * 100 + self.thisIndex[0])
+        self.runs = []
+        self.moves = 0
+
+    def step(self, section, rnd, fut):
+        self.runs.append(rnd)
+        self.contribute(self.thisIndex[0] * 10 + rnd, Reducer.sum, fut, section=section)
+        self.wander()
+
+    def nudge(self, rnd):
+        self.runs.append(("nudge", rnd))
+        self.wander()
+
+    def wander(self):
+        pe = self.rng.randrange(shoal.num_pes())
+        if pe != shoal.my_pe():
+            self.moves += 1
+        self.migrate(pe)
+
+    def state(self):
+        return (self.runs, self.moves)
+
+
+async def migrating():
+    """Members of a section migrate at random after every multicast, while the next
+    multicasts and reductions are under way: each member runs each multicast exactly once
+    and in order, and every reduction completes with the exact sum."""
+    n = 32
+    arr = shoal.Array(Rover, n, args=(5,))
+    sec = arr[1:n:3]
+    members = list(range(1, n, 3))
+    rounds = 25
+    futs = []
+    for rnd in range(rounds):
+        fut = shoal.future()
+        sec.step(sec, rnd, fut)
+        sec.nudge(rnd)
+        futs.append(fut)
+    for rnd, fut in enumerate(futs):
+        assert await fut == sum(i * 10 + rnd for i in members), rnd
+    states = await arr.state(ret=True)
+    moves = 0
+    for i, (runs, m) in enumerate(states):
+        want = [x for r in range(rounds) for x in (r, ("nudge", r))] if i in members else []
+        assert runs == want, (i, runs)
+        moves += m
+    return moves
+
+
+async def from_elements():
+    """A section made inside an entry method on another PE (its root there) and used by
+    another element: multicasts and reductions go through that root."""
+    arr = shoal.Array(Maker, 12)
+    fut = shoal.future()
+    arr[11].make(fut)
+    assert await fut == sum(range(0, 12, 2))
+
+
+class Maker(shoal.Chare):
+    def make(self, fut):
+        sec = self.thisProxy[::2]  # rooted on this PE
+        self.thisProxy[5].use(sec, fut)
+
+    def use(self, sec, fut):
+        sec.give(sec, fut)
+
+    def give(self, sec, fut):
+        self.contribute(self.thisIndex[0], Reducer.sum, fut, section=sec)
+
+
+async def sparse():
+    """Sections of an array filled by insertion name every axis with explicit bounds; an
+    element inserted after the section was made receives the multicasts that waited."""
+    arr = shoal.Array(Cell, ndims=2)
+    for i in range(4):
+        for j in range(3):
+            if (i, j) != (3, 2):
+                arr.insert((i, j))
+    sec = arr[1:4, 1:3]
+    assert len(sec) == 6
+    fut = sec.mark("early", ret=True)
+    arr.insert((3, 2))
+    values = await fut
+    assert [index for index, _ in values] == [(i, j) for i in (1, 2, 3) for j in (1, 2)]
+
+
+async def caller_sends_little():
+    """A multicast from main to a section of 64 elements spread over every PE: the caller
+    (the section's root, PE 0) sends one envelope per child of the section's tree, not one
+    per element. Returns the kinds of the envelopes PE 0 sent meanwhile, by name."""
+    rt = current()
+    arr = shoal.Array(Cell, 64)
+    sec = arr[0:64]
+    await sec.mark("warm", ret=True)
+    sent = []
+    send = rt.net.send
+
+    def counting(dest, env, shared=True):
+        sent.append(KINDS[env[0]].name)
+        return send(dest, env, shared)
+
+    rt.net.send = counting
+    values = await sec.mark("count", ret=True)
+    rt.net.send = send
+    assert len(values) == 64
+    return {kind: sent.count(kind) for kind in sorted(set(sent))}
+
+
+if __name__ == "__main__":
+    main({"slices": slices, "reductions": reductions, "groups": groups,
+          "overlapping": overlapping, "migrating": migrating, "from_elements": from_elements,
+          "sparse": sparse, "caller_sends_little": caller_sends_little})
