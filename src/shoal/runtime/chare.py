@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from shoal.runtime.channel import deliver
 from shoal.runtime.context import current
 from shoal.runtime.futures import Future
-from shoal.runtime.proxy import CollectionProxy, ElementProxy
+from shoal.runtime.proxy import ElementProxy
 
 if TYPE_CHECKING:
     from shoal.runtime.collection import Slot
@@ -36,8 +36,12 @@ class Chare:
         return self._slot.index
 
     @property
-    def thisProxy(self) -> CollectionProxy:  # noqa: N802
-        return self._slot.coll.proxy
+    def thisProxy(self) -> Any:  # noqa: N802 - a CollectionProxy, or an ElementProxy
+        """The proxy of this chare's array or group; a single chare's own proxy."""
+        coll = self._slot.coll
+        if coll.single:
+            return coll.proxy._element(coll.cid, self._slot.index)
+        return coll.proxy
 
     @property
     def thisElement(self) -> ElementProxy:  # noqa: N802

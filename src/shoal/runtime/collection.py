@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from shoal.runtime.maps import home
+from shoal.runtime.maps import Singles, home
 from shoal.runtime.proxy import proxy_classes
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ class Slot:
         "allreduce",
         "bcast",
         "chan",
+        "chans",
         "coll",
         "expected",
         "index",
@@ -68,6 +69,8 @@ class Slot:
         self.active = 0  # suspended coroutines
         self.migrate_to: int | None = None  # where to move once its calls have returned
         self.chan: dict[tuple[Any, ...], deque[Any]] = {}  # channel key -> values arrived
+        # (other element's key, name) -> channels this element made to it with that name
+        self.chans: dict[tuple[Any, Any], int] = {}
         # channel key -> futures of pending receives
         self.waiting: dict[tuple[Any, ...], deque[Future]] = {}
         self.allreduce: deque[Future] = deque()  # futures of this element's pending allreduces
@@ -80,11 +83,11 @@ class Slot:
     def pack(self, queued: list[Any]) -> tuple[Any, ...]:
         """The migrating state (the object itself travels beside it)."""
         return (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan,
-                self.stats, self.lb_mark, self.sync, queued)
+                self.chans, self.stats, self.lb_mark, self.sync, queued)
 
     def unpack(self, state: tuple[Any, ...]) -> list[Any]:
-        (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan, self.stats,
-         self.lb_mark, self.sync, queued) = state
+        (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan, self.chans,
+         self.stats, self.lb_mark, self.sync, queued) = state
         return queued
 
 
@@ -103,6 +106,8 @@ class Collection:
         self.ndims = ndims
         self.dims = dims
         self.map = mapping
+        # the array of a class's single chares (shoal.create): thisProxy names the element
+        self.single = isinstance(mapping, Singles)
         self.npes = npes
         self.proxy = proxy_classes(cls)[1](cid, ndims, dims)
         # an element was inserted outside ``dims``: proxies stop refusing such indices

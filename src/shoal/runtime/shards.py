@@ -44,7 +44,7 @@ import numpy as np
 from shoal._version import __version__
 from shoal.errors import CheckpointError
 
-FORMAT = 2  # bumped whenever what a record holds changes (Slot.pack, the manifest)
+FORMAT = 3  # bumped whenever what a record holds changes (Slot.pack, the manifest)
 MANIFEST = "manifest.json"
 OOB_MIN = 4096  # bytes: smaller buffers stay inside their record's pickle
 CHUNK = 16 << 20  # bytes per read or hash step when a file is verified or read whole
