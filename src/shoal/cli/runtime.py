@@ -64,7 +64,8 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     SHOAL_LB_DUMP, SHOAL_TRACE, SHOAL_RESTART, SHOAL_CHECKPOINT_EVERY and
     SHOAL_CHECKPOINT_DIR, or pass lb=, lb_auto=, lb_period=, lb_dump=, trace=, restart=,
     checkpoint_every= and checkpoint_dir= to shoal.start). Everything after PROGRAM is the
-    program's (shoal run -n 2 prog.py -n 3: the program sees -n 3)."""
+    program's (shoal run -n 2 prog.py -n 3: the program sees -n 3). The job ends once the
+    program's main has returned and no work is left, or at shoal.exit()."""
     from shoal.units import parse_duration
 
     limit = None if timeout is None else parse_duration(timeout, "--timeout")

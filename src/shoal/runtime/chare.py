@@ -3,8 +3,8 @@
 Subclass :class:`Chare`; every public method is an entry method. A plain method runs to
 completion; an ``async def`` method may ``await`` futures, reductions and channels, and other
 chares of its PE run meanwhile. Inside a chare, ``self.thisIndex`` is its index,
-``self.thisProxy`` the proxy of its array or group, and ``self.thisProxy[self.thisIndex]``
-names itself.
+``self.thisProxy`` the proxy of its array or group (a single chare's, made by
+``shoal.create``: its own proxy), and ``self.thisElement`` names itself.
 
 Migration packs the object with pickle: ``__getstate__``/``__setstate__`` are the PUP hook
 (seed 002, Fig. 3); by default the instance ``__dict__`` travels. ``on_migrated()`` runs on

@@ -446,7 +446,7 @@ class Balancer:
     def _resume_synced(self) -> None:
         """``resume_from_sync()`` to every element of the collections that synced."""
         for cid in sorted(self.synced):
-            self.rt.send(0, (BCAST_REQ, cid, "resume_from_sync", (), None, 0, None))
+            self.rt.send(0, (BCAST_REQ, cid, "resume_from_sync", (), None, 0, None, 0))
         self.synced = set()
 
 
