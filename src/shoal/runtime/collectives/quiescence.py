@@ -9,7 +9,10 @@ equals processed; waves back off from 0.5 ms to 50 ms while the system is busy.
 
 The end of the job: when ``main`` returns, the work it started still runs; the job ends at
 the next quiescence (or earlier by ``shoal.exit()``), so a ``main`` that only starts work
-and returns does not end the job before that work has run.
+and returns does not end the job before that work has run. While a detection runs (for a
+waiter or the end) and its last wave found nothing in flight, the balancer's periodic
+trigger starts no step (:meth:`Quiescence.settling`): steps every ``lb_period`` would
+otherwise keep an idle job from ever being found quiet.
 
 The stuck-main probe: while ``main`` runs, PE 0 looks (from its idle back-off, never on
 the busy path; first 1 s after ``main`` started, then with back-off up to 8 s) whether the
@@ -71,6 +74,11 @@ class Quiescence:
         self.ending = True
         if not (self.waiters or self.probing):
             self._begin()
+
+    def settling(self) -> bool:
+        """PE 0: a detection runs for a waiter or the end of the job and its last wave
+        found nothing in flight (the balancer's periodic trigger waits then)."""
+        return self.last is not None and bool(self.waiters or self.ending)
 
     def _begin(self) -> None:
         """Start a detection (none runs)."""

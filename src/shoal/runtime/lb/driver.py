@@ -227,8 +227,12 @@ class Balancer:
             tracer.mark(name, time.perf_counter() - duration, duration, args)
 
     def _tick(self) -> None:
+        """The periodic trigger; skipped while a quiescence detection (someone waits for
+        it, or main has returned) has just found nothing in flight: the job may be done,
+        and a step would only keep it from being found quiet."""
         if self.rt.running:
-            self._trigger()
+            if not self.rt.quiescence.settling():
+                self._trigger()
             self.rt.after(self.period or 0.0, self._tick)
 
     def hold(self) -> bool:
