@@ -10,8 +10,8 @@ class Hello(shoal.Chare):
 
     def say(self, done):
         pe = shoal.my_pe()
-        self.contribute([f"{self.greeting} from element {self.thisIndex[0]} on PE {pe}"],
-                        shoal.Reducer.sum, done)
+        self.contribute(f"{self.greeting} from element {self.thisIndex[0]} on PE {pe}",
+                        shoal.Reducer.gather, done)
 
 
 async def main():

@@ -66,7 +66,7 @@ class Block(shoal.Chare):
         self.contribute((it, diff, elapsed), shoal.Reducer.max, done)
 
     def grid(self, done):
-        self.contribute([(self.thisIndex, self.u[1:-1, 1:-1])], shoal.Reducer.sum, done)
+        self.contribute((self.thisIndex, self.u[1:-1, 1:-1]), shoal.Reducer.gather, done)
 
 
 async def main():

@@ -11,17 +11,21 @@ from shoal.runtime import (
     Future,
     Group,
     Reducer,
+    RemoteError,
     Runtime,
+    broadcast_globals,
     checkpoint,
     create,
     exit,
     future,
     iteration,
+    iwait,
     lb_history,
     my_pe,
     num_pes,
     quiescence,
     restored,
+    run_on_all,
     sleep,
     start,
     stats,
@@ -30,7 +34,7 @@ from shoal.runtime import (
 from shoal.runtime.pool import pool
 
 __all__ = ["Aggregator", "Array", "Channel", "Chare", "CheckpointError", "Future", "Group",
-           "Reducer", "Runtime", "ShoalError", "TaskError", "UsageError", "WireError",
-           "__version__", "checkpoint", "create", "exit", "future", "iteration", "lb_history",
-           "my_pe", "num_pes", "pool", "quiescence", "restored", "sleep", "start", "stats",
-           "when"]
+           "Reducer", "RemoteError", "Runtime", "ShoalError", "TaskError", "UsageError",
+           "WireError", "__version__", "broadcast_globals", "checkpoint", "create", "exit",
+           "future", "iteration", "iwait", "lb_history", "my_pe", "num_pes", "pool",
+           "quiescence", "restored", "run_on_all", "sleep", "start", "stats", "when"]

@@ -105,7 +105,7 @@ def test_run_lb_options_reach_the_runtime_of_every_pe(tmp_path):
                     "class Probe(shoal.Chare):\n"
                     "    def show(self, fut):\n"
                     "        b = current().balancer\n"
-                    "        self.contribute([(b.name, b.period)], shoal.Reducer.sum, fut)\n"
+                    "        self.contribute((b.name, b.period), shoal.Reducer.gather, fut)\n"
                     "async def main():\n"
                     "    fut = shoal.future()\n"
                     "    shoal.Group(Probe).show(fut)\n"

@@ -48,3 +48,31 @@ def test_a_future_sent_twice_names_the_element_that_sent_it():
     out = run_job("errors", 3, "sent_twice")
     assert out.returncode != 0
     assert "received a second value from PE 2, Faulty[3].twice" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(("scenario", "ranks", "said"), [
+    ("ragged", 2, "Reducer.sum combines sequences element-wise, and two contributions have "
+                  "lengths"),
+    ("lambda_reducer", 1, "the reducer Faulty.anonymous.<locals>.<lambda> cannot be sent to "
+                          "other PEs"),
+    ("lambda_reducer", 2, "define it with def at the top level of a module"),
+    ("sparse_block", 2, "map='block' needs the array's shape"),
+    ("lambda_map", 2, "the array map lambda_map.<locals>.<lambda> cannot be sent"),
+    ("single_contributes", 2, "Faulty is a single chare (shoal.create): it takes part in no "
+                              "reduction"),
+])
+def test_silent_differences_are_clear_errors(scenario, ranks, said):
+    out = run_job("errors", ranks, scenario)
+    assert out.returncode != 0
+    assert said in out.stderr, out.stderr[-2000:]
+    assert "shoal.errors.UsageError" in out.stderr
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_an_exception_whose_future_is_dropped_ends_the_job_with_pe_and_traceback(ranks):
+    out = run_job("errors", ranks, "dropped")
+    assert out.returncode != 0
+    pe = 3 * ranks // 4
+    assert f"shoal: PE {pe}, Faulty[3].boom: Traceback" in out.stderr, out.stderr[-2000:]
+    assert "ValueError: deliberate failure in an entry method" in out.stderr
+    assert "its caller dropped the future without awaiting it" in out.stderr

@@ -23,3 +23,9 @@ def test_an_inserted_elements_constructor_contributes_to_the_inserters_reduction
 
 def test_an_element_inserted_outside_a_dense_arrays_shape_is_named_on_every_pe():
     run_ok("insertion", 3, "outside_the_shape")
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_inserted_elements_are_placed_by_the_arrays_map(ranks):
+    got = run_ok("insertion", ranks, "mapped")["mapped"]
+    assert got == sorted((i + j) % ranks for i in range(3) for j in range(3))

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from shoal import Reducer, UsageError
 from shoal.runtime.chare import Chare
-from shoal.runtime.maps import home, local_indices
+from shoal.runtime.maps import check_map, home, local_indices
 from shoal.runtime.protocol import children, parent
 from shoal.runtime.proxy import proxy_classes
-from shoal.runtime.reducers import combiner
+from shoal.runtime.reducers import checked
 from shoal.runtime.wire.codec import OOB_MIN, pack_args, unpack_args
 
 
@@ -37,10 +37,26 @@ def test_user_maps_and_sparse_indices():
         return (ix[0] + ix[1]) % npes
 
     assert local_indices(diag, (2, 2), 2, 1) == [(0, 1), (1, 0)]
-    assert 0 <= home("block", (7, -3), None, 5) < 5
-    assert home("block", (7, 3), (4, 4), 5) == home("block", (7, 3), None, 5)
+    assert 0 <= home("hash", (7, -3), None, 5) < 5
+    assert home("block", (7, 3), (4, 4), 5) == home("hash", (7, 3), None, 5)
+    # a user map places every element: inserted into a sparse array or outside the shape
+    assert home(diag, (7, 3), None, 4) == 2 and home(diag, (9, 9), (2, 2), 4) == 2
     with pytest.raises(UsageError, match="must return a PE"):
         home(lambda ix, d, n: n, (0,), (2,), 2)
+
+
+def test_maps_that_cannot_be_honoured_are_refused():
+    def local(ix, dims, npes):
+        return 0
+
+    check_map("round_robin", (4,))
+    check_map(home, None)  # a module-level function travels
+    for m, dims, said in (("block", None, "needs the array's shape"),
+                          ("round_robin", None, "needs the array's shape"),
+                          ("diagonal", (4,), "map must be one of"),
+                          (local, (4,), "<locals>.local cannot be sent to other PEs")):
+        with pytest.raises(UsageError, match=said):
+            check_map(m, dims)
 
 
 @given(st.integers(1, 200), st.integers(0, 199))
@@ -68,7 +84,7 @@ def test_reducers_on_numbers_and_arrays():
     assert pickle.loads(pickle.dumps(Reducer.gather)) is Reducer.gather
     assert len(pickle.dumps(Reducer.sum)) < 80
     with pytest.raises(UsageError, match="two-argument function"):
-        combiner(42)
+        checked(42, 1)
 
 
 class _Cell(Chare):

@@ -75,7 +75,8 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     SHOAL_LB_MACHINE, SHOAL_LB_DUMP, SHOAL_TRACE, SHOAL_RESTART, SHOAL_CHECKPOINT_EVERY and
     SHOAL_CHECKPOINT_DIR, or pass lb=, lb_auto=, lb_period=, lb_machine=, lb_dump=, trace=,
     restart=, checkpoint_every= and checkpoint_dir= to shoal.start). Everything after PROGRAM
-    is the program's (shoal run -n 2 prog.py -n 3: the program sees -n 3). While it runs,
+    is the program's (shoal run -n 2 prog.py -n 3: the program sees -n 3). The job ends once
+    the program's main has returned and no work is left, or at shoal.exit(). While it runs,
     `shoal ctl JOBDIR shrink N` / `expand N` moves the job to N PEs (at its next
     shoal.iteration() or AtSync point); the job directory is printed at start. A program
     uses chare arrays and groups, their sections (arr[0:8, ::2]), guarded entry methods

@@ -21,11 +21,14 @@ from shoal.runtime.api import (
 )
 from shoal.runtime.channel import Channel
 from shoal.runtime.chare import Chare
-from shoal.runtime.futures import Future
+from shoal.runtime.failure import RemoteError
+from shoal.runtime.futures import Future, iwait
 from shoal.runtime.guards import when
 from shoal.runtime.pe import Runtime
+from shoal.runtime.perpe import broadcast_globals, run_on_all
 from shoal.runtime.reducers import Reducer
 
-__all__ = ["Aggregator", "Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime",
-           "checkpoint", "create", "exit", "future", "iteration", "lb_history", "my_pe", "num_pes",
-           "quiescence", "restored", "sleep", "start", "stats", "when"]
+__all__ = ["Aggregator", "Array", "Channel", "Chare", "Future", "Group", "Reducer",
+           "RemoteError", "Runtime", "broadcast_globals", "checkpoint", "create", "exit",
+           "future", "iteration", "iwait", "lb_history", "my_pe", "num_pes", "quiescence",
+           "restored", "run_on_all", "sleep", "start", "stats", "when"]

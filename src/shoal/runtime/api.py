@@ -13,7 +13,6 @@ from shoal.errors import UsageError
 from shoal.runtime.checkpoint import Pending
 from shoal.runtime.context import current
 from shoal.runtime.futures import Future
-from shoal.runtime.maps import OnPE
 from shoal.runtime.pe import Runtime
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
 
@@ -127,10 +126,13 @@ def exit() -> None:
 
 def Array(cls: type[Chare], dims: int | tuple[int, ...] | list[int] | None = None,  # noqa: N802
           *, ndims: int | None = None, args: Iterable[Any] = (),
-          map: ArrayMap = "block", at_sync: bool = False) -> CollectionProxy:
+          map: ArrayMap | None = None, at_sync: bool = False) -> CollectionProxy:
     """Create a chare array of ``cls`` on every PE: dense with ``dims`` (1 to 6 of them;
-    element ``i`` starts on its home PE given by ``map``), or empty with ``ndims`` and
-    filled by ``insert``. Each element is built with ``cls(*args)``. ``at_sync=True``: the
+    element ``i`` starts on its home PE given by ``map``, default ``"block"``), or empty
+    with ``ndims`` and filled by ``insert``. Each element is built with ``cls(*args)``.
+    A function ``map(index, dims, npes) -> pe`` places every element, inserted ones too
+    (``dims`` is None for an array filled by insertion, whose elements are otherwise placed
+    by a hash of their index); see :mod:`shoal.runtime.maps`. ``at_sync=True``: the
     elements call ``self.at_sync()`` at the end of an iteration and the load balancer moves
     them while they wait (then calls ``resume_from_sync()`` on each)."""
     return current().location.create("array", cls, dims, ndims, tuple(args), map,
@@ -143,15 +145,21 @@ def Group(cls: type[Chare], *, args: Iterable[Any] = ()) -> CollectionProxy:  # 
     return rt.location.create("group", cls, (rt.npes,), None, tuple(args), "block")
 
 
-def create(cls: type[Chare], *, args: Iterable[Any] = (), pe: int = 0) -> ElementProxy:
-    """Create a single chare on PE ``pe`` and return its proxy."""
-    rt = current()
-    return rt.location.create("array", cls, (1,), None, tuple(args), OnPE(pe))[0]
+def create(cls: type[Chare], *, args: Iterable[Any] = (), pe: int | None = None
+           ) -> ElementProxy:
+    """Create a single chare ``cls(*args)`` on PE ``pe`` (None: the PEs in turn, round
+    robin from this one) and return its proxy, at once; the chare is built on its PE
+    asynchronously (messages sent to it meanwhile wait for it). It costs one message. It
+    migrates like an array element; its ``thisProxy`` is its own proxy and it takes part in
+    no reduction."""
+    return current().location.single(cls, tuple(args), pe)
 
 
-def future() -> Future:
-    """A new future owned by this PE: pass it in a message, ``await`` it here."""
-    return current().future()
+def future(n: int | None = None) -> Future:
+    """A new future owned by this PE: pass it in a message, ``await`` it here. With ``n``,
+    it resolves once ``n`` values have been sent to it, to the list of them in the order
+    they arrived (``fut.send(v)`` from ``n`` places)."""
+    return current().future(n)
 
 
 def quiescence() -> Future:

@@ -3,8 +3,8 @@
 Subclass :class:`Chare`; every public method is an entry method. A plain method runs to
 completion; an ``async def`` method may ``await`` futures, reductions and channels, and other
 chares of its PE run meanwhile. Inside a chare, ``self.thisIndex`` is its index,
-``self.thisProxy`` the proxy of its array or group, and ``self.thisProxy[self.thisIndex]``
-names itself.
+``self.thisProxy`` the proxy of its array or group (a single chare's, made by
+``shoal.create``: its own proxy), and ``self.thisElement`` names itself.
 
 ``@shoal.when("self.iter == iter")`` on an entry method makes its messages wait until the
 condition holds; ``await self.wait("...")`` does the same inside a coroutine
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from shoal.runtime.channel import deliver
 from shoal.runtime.context import current
 from shoal.runtime.futures import Future
-from shoal.runtime.proxy import CollectionProxy, ElementProxy, SectionProxy
+from shoal.runtime.proxy import ElementProxy, SectionProxy
 
 if TYPE_CHECKING:
     from shoal.runtime.collection import Slot
@@ -40,8 +40,12 @@ class Chare:
         return self._slot.index
 
     @property
-    def thisProxy(self) -> CollectionProxy:  # noqa: N802
-        return self._slot.coll.proxy
+    def thisProxy(self) -> Any:  # noqa: N802 - a CollectionProxy, or an ElementProxy
+        """The proxy of this chare's array or group; a single chare's own proxy."""
+        coll = self._slot.coll
+        if coll.single:
+            return coll.proxy._element(coll.cid, self._slot.index)
+        return coll.proxy
 
     @property
     def thisElement(self) -> ElementProxy:  # noqa: N802

@@ -36,8 +36,9 @@ member on a new PE (p >= Q) starts as a copy of saved member 0 (fresh sequence n
 empty channel buffers); the members of PEs beyond P are dropped with their state. A group
 with a reduction in progress can restart on Q PEs only. Identities that do not survive
 (PEs and group members numbered min(P, Q) and above) are forgotten by every sequence
-number that named them. The futures pending on each PE are saved as numbers and live
-again on the PE of the same number (a future PE p >= P owned is gone).
+number that named them. The futures pending on each PE are saved as numbers (a
+``shoal.future(n)`` with the values it has) and live again on the PE of the same number
+(a future PE p >= P owned is gone).
 
 **Automatic checkpoints** (``checkpoint_every``): at an AtSync point (the balancer's hook,
 :meth:`Checkpoints.at_sync_point`) or at ``shoal.iteration(state)`` in main, whichever comes
@@ -61,7 +62,6 @@ from shoal.runtime import shards
 from shoal.runtime.buddy import STORE, buddies
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.futures import Future, Task
-from shoal.runtime.maps import OnPE
 from shoal.runtime.migration import packed
 from shoal.runtime.protocol import CKPT_COMMIT, CKPT_COPY, CKPT_DONE, CKPT_WRITE, RED
 from shoal.runtime.resize import Resize
@@ -355,6 +355,8 @@ class Checkpoints:
         rt = self.rt
         return {"pe": rt.pe, "ncoll": rt.location.ncoll, "nfut": rt.nfut,
                 "pe_out": rt.pe_out, "futures": sorted(rt.futures),
+                "gathers": {fid: (f.count, f.values) for fid, f in rt.futures.items()
+                            if f.values is not None},
                 "colls": {cid: {"deleted": coll.deleted, "partial": coll.partial,
                                 "total": coll.total} for cid, coll in rt.colls.items()},
                 "sections": rt.sections.saved()}
@@ -366,7 +368,7 @@ class Checkpoints:
         if not busy:
             return
         methods = sorted({task.name for fut in rt.futures.values() for task in fut.waiters
-                          if task.slot is busy[0]})
+                          if type(task) is Task and task.slot is busy[0]})
         more = f" (and {len(busy) - 1} more element(s))" if len(busy) > 1 else ""
         raise CheckpointError(f"{_name(busy[0])} has a suspended coroutine "
                               f"({', '.join(methods) or 'an entry method'}){more}: a "
@@ -448,6 +450,8 @@ class Checkpoints:
             rt.location.ncoll = info["ncoll"]
             for fid in info["futures"]:  # still awaited by someone: a value may come
                 rt.futures[fid] = Future(rt.pe, fid)
+            for fid, (count, values) in info["gathers"].items():  # shoal.future(n)
+                rt.futures[fid].count, rt.futures[fid].values = count, values
         if not same:
             self._regroup(pes, meta, old)
         rt.sections.restore(infos)
@@ -468,8 +472,6 @@ class Checkpoints:
         regroup = m["kind"] == "group" and old != rt.npes
         if regroup:
             dims = (rt.npes,)
-        elif isinstance(mapping, OnPE) and mapping.pe >= rt.npes:
-            mapping = OnPE(mapping.pe % rt.npes)  # a single chare on a PE that is gone
         coll = Collection(cid, m["kind"], m["cls"], m["ndims"], dims, mapping, rt.npes,
                           m["at_sync"])
         coll.bcast_count = m["bcast_count"]
@@ -522,7 +524,7 @@ class Checkpoints:
             rt.migration.arrive([_as_member(pes[0].load(entry), rt.pe) for entry in firsts])
             for entry in firsts:
                 slot = rt.colls[entry[0][0]].local[(rt.pe,)]
-                slot.expected, slot.out, slot.chan, slot.stats = {}, {}, {}, {}
+                slot.expected, slot.out, slot.chan, slot.chans, slot.stats = {}, {}, {}, {}, {}
         cut = min(old, rt.npes)
 
         def gone(key: tuple) -> bool:

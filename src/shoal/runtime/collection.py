@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from shoal.runtime.maps import home
+from shoal.runtime.maps import Singles, home
 from shoal.runtime.proxy import proxy_classes
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ class Slot:
         "allreduce",
         "bcast",
         "chan",
+        "chans",
         "coll",
         "expected",
         "held",
@@ -80,6 +81,8 @@ class Slot:
         self.held: list[tuple[Any, ...]] = []  # INVOKE envelopes whose condition was false
         self.waits: list[tuple[Any, Future]] = []  # (condition, future) of self.wait(...)
         self.chan: dict[tuple[Any, ...], deque[Any]] = {}  # channel key -> values arrived
+        # (other element's key, name) -> channels this element made to it with that name
+        self.chans: dict[tuple[Any, Any], int] = {}
         # channel key -> futures of pending receives
         self.waiting: dict[tuple[Any, ...], deque[Future]] = {}
         self.allreduce: deque[Future] = deque()  # futures of this element's pending allreduces
@@ -92,11 +95,12 @@ class Slot:
     def pack(self, queued: list[Any]) -> tuple[Any, ...]:
         """The migrating state (the object itself travels beside it)."""
         return (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan,
-                self.stats, self.lb_mark, self.sync, self.sections, self.held, queued)
+                self.chans, self.stats, self.lb_mark, self.sync, self.sections, self.held,
+                queued)
 
     def unpack(self, state: tuple[Any, ...]) -> list[Any]:
-        (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan, self.stats,
-         self.lb_mark, self.sync, self.sections, self.held, queued) = state
+        (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan, self.chans,
+         self.stats, self.lb_mark, self.sync, self.sections, self.held, queued) = state
         self.after = bool(self.held)
         return queued
 
@@ -116,6 +120,8 @@ class Collection:
         self.ndims = ndims
         self.dims = dims
         self.map = mapping
+        # the array of a class's single chares (shoal.create): thisProxy names the element
+        self.single = isinstance(mapping, Singles)
         self.npes = npes
         self.proxy = proxy_classes(cls)[1](cid, ndims, dims)
         # an element was inserted outside ``dims``: proxies stop refusing such indices

@@ -4,16 +4,21 @@ message-driven execution; a suspended coroutine lets other objects of its PE run
 A :class:`Future` lives on the PE that created it. It may be sent anywhere inside a message;
 ``fut.send(value)`` on any PE delivers the value to the owner, which resumes every coroutine
 that awaits it. Only the owner may await it. There is no blocking ``get``: a scheduler that
-blocked could not deliver the message that unblocks it.
+blocked could not deliver the message that unblocks it. ``shoal.future(n)`` makes a future
+that resolves to the list of the first ``n`` values sent to it; :func:`iwait` yields futures
+as they complete. A future that carries an entry method's exception
+(:mod:`shoal.runtime.failure`) raises it where it is awaited.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Generator
+from collections import deque
+from collections.abc import Callable, Coroutine, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
-from shoal.errors import ShoalError
+from shoal.errors import ShoalError, UsageError
 from shoal.runtime.context import current
+from shoal.runtime.failure import Failure
 from shoal.runtime.protocol import RET
 
 if TYPE_CHECKING:
@@ -25,14 +30,17 @@ class Future:
     """A value that arrives later. ``await fut`` inside an ``async def`` entry method (or
     ``main``) suspends until it does; ``fut.send(value)`` provides it, once."""
 
-    __slots__ = ("done", "fid", "pe", "value", "waiters")
+    __slots__ = ("count", "done", "fid", "pe", "value", "values", "waiters")
 
     def __init__(self, pe: int, fid: int):
         self.pe = pe
         self.fid = fid
         self.done = False
         self.value: Any = None
-        self.waiters: list[Task] = []  # coroutines of this PE that await it
+        # coroutines of this PE that await it, and the iwait()s that watch it
+        self.waiters: list[Task | Callable[[Future], None]] = []
+        self.values: list[Any] | None = None  # shoal.future(n): the values so far
+        self.count = 1  # ... and how many it waits for
 
     def send(self, value: Any = None) -> None:
         """Provide the value (from any PE)."""
@@ -43,7 +51,10 @@ class Future:
             if self.fid not in _owner_table():
                 raise ShoalError(f"a future may only be awaited on its own PE ({self.pe})")
             yield self
-        return self.value
+        value = self.value
+        if type(value) is Failure:  # the entry method raised: so does the await
+            raise value.exception()
+        return value
 
     def __reduce__(self) -> tuple[Callable[[int, int], Future], tuple[int, int]]:
         return (_rebuild, (self.pe, self.fid))
@@ -93,13 +104,71 @@ class Gather:
 
 
 class BroadcastReturn(Gather):
-    """The gather of broadcast ``num`` of collection ``cid``, at PE 0."""
+    """The gather of broadcast ``num`` of collection ``cid``, at PE 0, called with
+    ``ret=True`` (``values``) or ``awaitable=True`` (only that it ran, or its failure)."""
 
-    __slots__ = ("cid", "num")
+    __slots__ = ("cid", "num", "values")
 
-    def __init__(self, cid: int, num: int):
+    def __init__(self, cid: int, num: int, values: bool):
         self.cid = cid
         self.num = num
+        self.values = values
 
     def answer(self, rt: Runtime, slot: Slot, value: Any) -> None:
+        if not (self.values or type(value) is Failure):
+            value = None
         rt.send(0, (RET, self.cid, self.num, slot.index, value))
+
+
+def iwait(futures: Iterable[Future]) -> Arrivals:
+    """``async for fut in shoal.iwait(futures)``: each future of this PE, as it completes
+    (those already complete first, in the order given); ``await fut`` then gives its value
+    at once (or raises its entry method's exception)."""
+    return Arrivals(futures)
+
+
+class Arrivals:
+    """The asynchronous iterator of :func:`iwait`."""
+
+    __slots__ = ("left", "next", "ready")
+
+    def __init__(self, futures: Iterable[Future]):
+        rt = current()
+        self.ready: deque[Future] = deque()
+        self.left = 0  # futures still to complete
+        self.next: Future | None = None  # what the consumer awaits, when none was ready
+        for fut in futures:
+            if not isinstance(fut, Future):
+                raise UsageError(f"shoal.iwait takes futures, not {fut!r}")
+            if fut.done:
+                self.ready.append(fut)
+            elif rt.futures.get(fut.fid) is not fut:
+                raise UsageError(f"shoal.iwait: {fut!r} belongs to PE {fut.pe}; a future "
+                                 "may only be awaited on its own PE")
+            else:
+                fut.waiters.append(self._arrived)
+                self.left += 1
+
+    def _arrived(self, fut: Future) -> None:
+        self.left -= 1
+        nxt, self.next = self.next, None
+        if nxt is None:
+            self.ready.append(fut)
+        else:
+            current().resolve(nxt.pe, nxt.fid, fut)
+
+    def __aiter__(self) -> Arrivals:
+        return self
+
+    def __anext__(self) -> Future:
+        if self.next is not None:
+            raise UsageError("shoal.iwait: one coroutine at a time may iterate over it")
+        rt = current()
+        if self.ready:
+            nxt = rt.future()
+            rt.resolve(rt.pe, nxt.fid, self.ready.popleft())
+            return nxt
+        if not self.left:
+            raise StopAsyncIteration
+        self.next = rt.future()
+        return self.next

@@ -34,6 +34,7 @@ from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shoal.errors import UsageError
+from shoal.runtime.futures import Task
 from shoal.runtime.protocol import I_ARGS, I_KWARGS, I_METHOD
 
 if TYPE_CHECKING:
@@ -194,7 +195,10 @@ class Guards:
                 fut.done = True
                 waiters, fut.waiters = fut.waiters, []
                 for task in waiters:  # at once: the condition holds now
-                    rt._resume(task, None)
+                    if isinstance(task, Task):
+                        rt._resume(task, None)
+                    else:  # shoal.iwait's: it hears of the future at once
+                        task(fut)
                 return True
         return False
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.errors import UsageError
 from shoal.runtime.collection import Collection, Slot
-from shoal.runtime.maps import check_map, local_indices
+from shoal.runtime.maps import Singles, check_map, local_indices
 from shoal.runtime.protocol import (
     B_NUM,
     CREATE,
@@ -33,7 +33,7 @@ from shoal.runtime.protocol import (
     children,
     parent,
 )
-from shoal.runtime.proxy import CollectionProxy, proxy_classes
+from shoal.runtime.proxy import CollectionProxy, ElementProxy, proxy_classes
 
 if TYPE_CHECKING:
     from shoal.runtime.pe import Runtime
@@ -45,6 +45,11 @@ class Location:
     def __init__(self, rt: Runtime):
         self.rt = rt
         self.ncoll = 0  # collections created by this PE
+        # shoal.create: this PE's array of single chares per class, how many it made, and
+        # the round-robin turn of those placed by the runtime
+        self.singles: dict[type, CollectionProxy] = {}
+        self.nsingle = 0
+        self.turn = 0
 
     # ----------------------------------------------------------------- collections
     def create(self, kind: str, cls: type, dims: Any, ndims: int | None, args: tuple,
@@ -55,7 +60,6 @@ class Location:
 
         if not (isinstance(cls, type) and issubclass(cls, Chare)):
             raise UsageError(f"{cls!r} is not a subclass of shoal.Chare")
-        check_map(mapping)
         if dims is not None:
             dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
             if not all(isinstance(d, int) and d > 0 for d in dims):
@@ -64,12 +68,37 @@ class Location:
         if not (isinstance(ndims, int) and 1 <= ndims <= 6):
             raise UsageError(f"an array has 1 to 6 dimensions (got {ndims!r}): give dims=(...) "
                              "or ndims=k for an array filled by insertion")
+        if mapping is None:
+            mapping = "block" if dims is not None else "hash"
+        else:
+            check_map(mapping, dims)
         rt = self.rt
         cid = (rt.pe << 20) | self.ncoll
         self.ncoll += 1
         proxy_classes(cls)  # a clash of names is the caller's error, raised here
         self.on_create((CREATE, rt.pe, cid, kind, cls, ndims, dims, mapping, args, at_sync))
         return rt.colls[cid].proxy
+
+    def single(self, cls: type, args: tuple, pe: int | None) -> ElementProxy:
+        """``shoal.create``: a single chare on ``pe``, or (None) on the next PE in turn from
+        this one (round robin: the k-th placed by PE p goes to PE (p + k) mod P). It is
+        element ``(pe, this PE, n)`` of this PE's array of ``cls``'s single chares, made
+        with the first one (one creation down the tree per class and creating PE); after
+        that a chare costs one message, ``CREATE_ONE`` to its PE, which is its home."""
+        rt = self.rt
+        if pe is None:
+            pe = (rt.pe + self.turn) % rt.npes
+            self.turn += 1
+        elif not (isinstance(pe, int) and 0 <= pe < rt.npes):
+            raise UsageError(f"pe must lie in [0, {rt.npes}) or be None (placed in turn), "
+                             f"not {pe!r}")
+        proxy = self.singles.get(cls)
+        if proxy is None:
+            proxy = self.singles[cls] = self.create("array", cls, None, 3, (), Singles())
+        index = (pe, rt.pe, self.nsingle)
+        self.nsingle += 1
+        rt.send(pe, (CREATE_ONE, proxy.cid, index, args, 0, 0))
+        return proxy[index]
 
     def on_create(self, env: tuple) -> None:
         _, root, cid, kind, cls, ndims, dims, mapping, args, at_sync = env

@@ -3,8 +3,10 @@
 Every element has a home PE given by its array's map; the home always knows where the
 element is. The initial placement of a dense array is the home. Built-in maps: ``"block"``
 (contiguous runs of the row-major order) and ``"round_robin"``; a user map is a picklable
-function ``f(index, dims, npes) -> pe``. Elements of a sparse array (created empty, filled by
-insertion) and indices outside ``dims`` are homed by a hash of the index.
+function ``f(index, dims, npes) -> pe``, which places every element: those of a dense array,
+those inserted outside its shape, and those of an array filled by insertion (it gets
+``dims=None`` then). Without a user map, elements of an array filled by insertion and indices
+outside ``dims`` are homed by a hash of the index.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shoal.errors import UsageError
+from shoal.runtime.sendable import sendable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -22,15 +25,24 @@ if TYPE_CHECKING:
 
     # an array's map: a built-in one by name, or a function ``f(index, dims, npes) -> pe``
     ArrayMap: TypeAlias = (
-        str | Callable[[tuple[int, ...], tuple[int, ...], int], int | np.integer[Any]])
+        str | Callable[[tuple[int, ...], tuple[int, ...] | None, int], int | np.integer[Any]])
 
 MAPS = ("block", "round_robin")
 
 
-def check_map(m: object) -> None:
-    if m not in MAPS and not callable(m):
+def check_map(m: object, dims: tuple[int, ...] | None) -> None:
+    """A user's map for an array of shape ``dims`` (None: filled by insertion)."""
+    if callable(m):
+        sendable(m, "the array map")
+        return
+    if m not in MAPS:
         raise UsageError(f"map must be one of {', '.join(MAPS)} or a function "
                          f"f(index, dims, npes) -> pe, not {m!r}")
+    if dims is None:
+        raise UsageError(f"map={m!r} needs the array's shape, and an array filled by "
+                         "insertion has none: give a function f(index, dims, npes) -> pe "
+                         "(dims is None) or leave map out (elements are placed by a hash of "
+                         "their index)")
 
 
 def _hashed(index: tuple[int, ...], npes: int) -> int:
@@ -43,6 +55,13 @@ def _hashed(index: tuple[int, ...], npes: int) -> int:
 def home(m: ArrayMap, index: tuple[int, ...], dims: tuple[int, ...] | None,
          npes: int) -> int:
     """The home PE of ``index`` (plain Python: it runs on the send path)."""
+    if callable(m):
+        pe = m(index, dims, npes)
+        if not (isinstance(pe, (int, np.integer)) and 0 <= pe < npes):
+            raise UsageError(f"the array map returned {pe!r} for {index}: it must return a PE "
+                             f"in [0, {npes}) for every element, inserted ones too (dims is "
+                             "None for an array filled by insertion)")
+        return int(pe)
     if dims is None or len(index) != len(dims):
         return _hashed(index, npes)
     lin = 0
@@ -50,12 +69,6 @@ def home(m: ArrayMap, index: tuple[int, ...], dims: tuple[int, ...] | None,
         if not 0 <= i < d:
             return _hashed(index, npes)
         lin = lin * d + i
-    if callable(m):
-        pe = m(index, dims, npes)
-        if not (isinstance(pe, (int, np.integer)) and 0 <= pe < npes):
-            raise UsageError(f"the array map returned {pe!r} for {index}: it must return a PE "
-                             f"in [0, {npes})")
-        return int(pe)
     if m == "round_robin":
         return lin % npes
     return lin * npes // math.prod(dims)
@@ -77,11 +90,10 @@ def local_indices(m: ArrayMap, dims: tuple[int, ...], npes: int,
     return [tuple(int(c[k]) for c in coords) for k in range(len(lin))]
 
 
-class OnPE:
-    """The map of a single chare: everything on one PE."""
+class Singles:
+    """The map of the array that holds a class's single chares (``shoal.create``): element
+    ``(pe, creator, n)`` lives on ``pe`` (modulo the PEs of a restart on fewer)."""
 
-    def __init__(self, pe: int):
-        self.pe = pe
-
-    def __call__(self, index: tuple[int, ...], dims: tuple[int, ...], npes: int) -> int:
-        return self.pe
+    def __call__(self, index: tuple[int, ...], dims: tuple[int, ...] | None,
+                 npes: int) -> int:
+        return index[0] % npes

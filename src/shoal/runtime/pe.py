@@ -41,6 +41,7 @@ from shoal.runtime.collectives.quiescence import Quiescence
 from shoal.runtime.collectives.reduction import Reductions
 from shoal.runtime.collectives.section import Sections
 from shoal.runtime.context import set_current
+from shoal.runtime.failure import Failure
 from shoal.runtime.futures import Future, Gather, Task
 from shoal.runtime.guards import GuardError, Guards
 from shoal.runtime.lb.driver import Balancer
@@ -198,7 +199,8 @@ class Runtime:
     # ----------------------------------------------------------------- start and stop
     def run(self, main: Callable | None = None, *args: Any) -> None:
         """Run the scheduler until ``exit``; ``main(*args)`` runs on PE 0 (a coroutine
-        function or a plain one) and the job exits when it returns."""
+        function or a plain one) and the job exits once it has returned and no work is
+        left anywhere (quiescence), or at :meth:`exit`."""
         set_current(self)
         try:
             self.running = True
@@ -237,7 +239,8 @@ class Runtime:
                 self.direct = False
                 self.exit()
 
-    def _abort(self, exc: BaseException) -> None:
+    def where(self) -> str:
+        """What runs now, for error reports: ``PE 2, Cell[3].step``."""
         where = f"PE {self.pe}"
         if self.work is not None:
             slot, method = self.work
@@ -245,6 +248,10 @@ class Runtime:
                 where += f", {slot.coll.cls.__name__}{list(slot.index)}.{method}"
             else:
                 where += f", {method}"
+        return where
+
+    def _abort(self, exc: BaseException) -> None:
+        where = self.where()
         code = 1
         if isinstance(exc, SystemExit):  # deliberate: its code, no traceback
             code = exc.code if isinstance(exc.code, int) else 1
@@ -386,14 +393,16 @@ class Runtime:
         self.current, self.work = saved
 
     # ----------------------------------------------------------------- entry methods
-    def call(self, target: object, name: str, args: tuple, kwargs: dict | None, ret: bool,
+    def call(self, target: object, name: str, args: tuple, kwargs: dict | None, ret: int,
              prio: int) -> Future | None:
-        """Send ``name(*args, **kwargs)`` to an element or (broadcast) a whole collection."""
+        """Send ``name(*args, **kwargs)`` to an element or (broadcast) a whole collection;
+        ``ret``: ``RET_VALUES`` (``ret=True``) or ``RET_DONE`` (``awaitable=True``: of a
+        broadcast, a future of its completion) return a future, 0 none."""
         fut = self.future() if ret else None
         if isinstance(target, ElementProxy):
             self.invoke(target.cid, target.index, name, args, kwargs, prio, fut)
         elif isinstance(target, CollectionProxy):
-            self.send(0, (BCAST_REQ, target.cid, name, args, kwargs, prio, fut))
+            self.send(0, (BCAST_REQ, target.cid, name, args, kwargs, prio, fut, ret))
         else:
             raise UsageError(f"cannot send to {target!r}: not a proxy")
         return fut
@@ -481,7 +490,10 @@ class Runtime:
             if env is None:
                 return
 
-    def _run_invoke(self, slot: Slot, env: tuple) -> None:
+    # The hot path of every message (complexity 11): the statistics are inlined rather than
+    # a call to _account (a call per message), and the two handlers of the call's exceptions
+    # cost nothing until one raises (Python 3.11).
+    def _run_invoke(self, slot: Slot, env: tuple) -> None:  # noqa: C901
         name = env[I_METHOD]
         self.work = (slot, name)
         self.current = slot
@@ -494,12 +506,14 @@ class Runtime:
             t0 = time.perf_counter()
             c0 = time.thread_time() if self.cpu_stats else 0.0
         kwargs = env[I_KWARGS]
-        try:  # (costs nothing unless raised)
+        try:  # (free in Python 3.11 unless it raises)
             res = fn(*env[I_ARGS], **kwargs) if kwargs else fn(*env[I_ARGS])
         except GuardError as held:  # a guarded method's condition is false: the message waits
             self.guards.hold(slot, env, held)
             self.current = self.work = None
             return
+        except Exception as exc:
+            res = self._failed(exc, env[I_FUT])
         if type(res) is CoroutineType:
             slot.active += 1
             self._step(Task(res, slot, env[I_FUT], name), None)
@@ -528,6 +542,13 @@ class Runtime:
             self.migration.move_deferred(slot)
         else:
             slot.after = bool(slot.held or slot.waits) or slot.migrate_to is not None
+
+    def _failed(self, exc: Exception, fut: Future | Gather | None) -> Failure:
+        """An entry method raised ``exc``: its failure, raised where its caller awaits
+        ``fut``; with no future nobody waits for it, and the job ends."""
+        if fut is None:
+            raise exc
+        return Failure.of(exc, self.where())
 
     def _account(self, slot: Slot, name: str, calls: int, t0: float, c0: float) -> None:
         """Add a call (or a coroutine's resumption, ``calls=0``) that began at ``t0``
@@ -559,16 +580,24 @@ class Runtime:
                              f"PE {pe}, {what}")
         self.resolve(self.pe, fid, value)
 
-    def future(self) -> Future:
-        """A new future owned by this PE."""
+    def future(self, n: int | None = None) -> Future:
+        """A new future owned by this PE; with ``n``, one that resolves to the list of
+        the first ``n`` values sent to it, in the order they arrived."""
         self.nfut += 1
         fut = Future(self.pe, self.nfut)
+        if n is not None:
+            if not (isinstance(n, int) and n >= 1):
+                raise UsageError(f"shoal.future(n): n is how many values to wait for, a "
+                                 f"whole number >= 1, not {n!r}")
+            fut.values = []
+            fut.count = n
         self.futures[self.nfut] = fut
         return fut
 
     def reply(self, to: Future | Gather, slot: Slot | None, value: Any) -> None:
         """Deliver an entry method's return value: to a Future (``ret=True`` on one element)
-        or to the root's gather of a broadcast's or a section's return values."""
+        or to the root's gather of a broadcast's or a section's return values (a broadcast
+        with ``awaitable=True`` sends only a failure)."""
         if type(to) is Future:
             self.resolve(to.pe, to.fid, value)
         else:
@@ -586,10 +615,19 @@ class Runtime:
         fut = self.futures.pop(fid, None)
         if fut is None:
             raise UsageError(f"future {fid} of PE {pe} received a second value")
+        if fut.values is not None:  # shoal.future(n)
+            fut.values.append(value)
+            if len(fut.values) < fut.count:
+                self.futures[fid] = fut
+                return
+            value = fut.values
         fut.done = True
         fut.value = value
         for task in fut.waiters:
-            self.push(0, self.run_task, task, value)
+            if isinstance(task, Task):
+                self.push(0, self.run_task, task, value)
+            else:  # shoal.iwait's: it hears of the future at once
+                task(fut)
         fut.waiters = []
 
     def _resume(self, task: Task, value: Any) -> None:
@@ -611,16 +649,10 @@ class Runtime:
         try:
             fut = task.coro.send(value)
         except StopIteration as stop:
-            self.current = None
-            if slot is not None:
-                slot.active -= 1
-            if task.fut is not None:
-                self.reply(task.fut, slot, stop.value)
-            if slot is None:
-                if task.fut is None:  # main returned (the runtime's own coroutines, a
-                    self.exit()  # checkpoint's, answer a future instead)
-            elif slot.after:
-                self._after(slot)
+            self._ended(task, stop.value)
+            return
+        except Exception as exc:
+            self._ended(task, self._failed(exc, task.fut))  # main's, or no ret=True: raises
             return
         self.current = None
         if not isinstance(fut, Future):
@@ -628,6 +660,20 @@ class Runtime:
                              "futures, reductions, channels and shoal.quiescence() only")
         fut.waiters.append(task)
         if slot is not None and slot.after:  # the step may have made a condition hold
+            self._after(slot)
+
+    def _ended(self, task: Task, result: Any) -> None:
+        """A coroutine returned ``result`` (or raised: a Failure for its future)."""
+        slot = task.slot
+        self.current = None
+        if slot is not None:
+            slot.active -= 1
+        if task.fut is not None:
+            self.reply(task.fut, slot, result)
+        if slot is None:
+            if task.fut is None:  # main returned (the runtime's own coroutines, a
+                self.quiescence.main_returned()  # checkpoint's, answer a future instead)
+        elif slot.after:
             self._after(slot)
 
     def _run_main(self, main: Callable, args: tuple) -> None:
@@ -638,17 +684,24 @@ class Runtime:
             self.quiescence.watch(task)
             self._step(task, None)
         else:
-            self.exit()
+            self.quiescence.main_returned()
 
     # ----------------------------------------------------------------- exit
     def on_exit_req(self, env: tuple) -> None:
         self.on_exit((EXIT, env[1]))
 
     def on_exit(self, env: tuple) -> None:
+        """End the job here: once main has returned and the job is quiescent, or by
+        ``shoal.exit()``, which may leave work behind (said on stderr, never silent)."""
         for child in children(self.pe, 0, self.npes):
             self.net.send(child, env)
         self.running = False
         self.resized = env[1]
+        queued = len(self.queue.fifo) + len(self.queue.heap)
+        if queued and not self.resized:
+            sys.stderr.write(f"shoal: PE {self.pe}: the job ends (shoal.exit()) with {queued} "
+                             "queued message(s) that do not run\n")
+            sys.stderr.flush()
 
     # ----------------------------------------------------------------- statistics
     def stats(self) -> dict:

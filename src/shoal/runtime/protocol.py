@@ -95,8 +95,10 @@ I_CID, I_INDEX, I_METHOD, I_ARGS, I_KWARGS, I_SRC, I_SEQ, I_PRIO, I_FUT, I_SENDE
     range(1, 12))
 
 # BCAST: (BCAST, cid, num, method, args, kwargs, prio, ret): broadcast number ``num`` of
-# the collection, ``ret`` whether the root gathers the return values
+# the collection, ``ret`` what the root gathers: 0 nothing, RET_VALUES the return values
+# (``ret=True``), RET_DONE that each element ran it (``awaitable=True``)
 B_NUM, B_PRIO = 2, 6
+RET_VALUES, RET_DONE = 1, 2
 
 ARITY = 4  # of the spanning trees over PEs
 CHANNEL = "_shoal_channel"  # the Chare methods that carry channel data and deletions

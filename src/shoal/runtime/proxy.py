@@ -1,10 +1,13 @@
 """Proxies: how a program names chares it does not hold (seed 002, Section II-D).
 
 ``arr[i, j].method(*args)`` sends one message to element (i, j) wherever it lives;
-``arr.method(*args)`` broadcasts to every element. Two keyword arguments are the runtime's:
+``arr.method(*args)`` broadcasts to every element. Three keyword arguments are the runtime's:
 ``ret=True`` returns a :class:`~shoal.runtime.futures.Future` of the method's return value
-(of a broadcast: the list of every element's return value, in index order), and ``prio=``
-sets the message priority (lower runs first, FIFO among equals). Proxies are small and
+(of a broadcast: the list of every element's return value, in index order);
+``awaitable=True`` a future that resolves (to None) once the method has run on every element
+of a broadcast (on one element it is ``ret=True``); both raise where awaited the exception an
+element raised (:mod:`shoal.runtime.failure`); and ``prio=`` sets the message priority
+(lower runs first, FIFO among equals). Proxies are small and
 picklable, so they travel in messages; ``proxy.method`` (not called) is a
 picklable target for reductions.
 
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from shoal.errors import UsageError
 from shoal.runtime.context import _Process, current
+from shoal.runtime.protocol import RET_DONE, RET_VALUES
 from shoal.runtime.selection import is_section_key, select
 
 if TYPE_CHECKING:
@@ -266,7 +270,9 @@ def _multicaster(name: str) -> Callable[..., Future | None]:
 
 def _call(rt: Runtime, proxy: ElementProxy | CollectionProxy, name: str, args: tuple[Any, ...],
           kwargs: dict[str, Any]) -> Future | None:
-    ret = kwargs.pop("ret", False)
+    ret = RET_VALUES if kwargs.pop("ret", False) else 0
+    if kwargs.pop("awaitable", False) and not ret:
+        ret = RET_DONE
     prio = kwargs.pop("prio", 0)
     return rt.call(proxy, name, args, kwargs or None, ret, prio)
 

@@ -26,6 +26,15 @@ class Faulty(shoal.Chare):
         await shoal.sleep(seconds)
         fut.send(seconds)
 
+    def ragged(self, fut):
+        self.contribute([1] * (2 + self.thisIndex[0] % 2), shoal.Reducer.sum, fut)
+
+    def anonymous(self, fut):
+        self.contribute(1, lambda a, b: a + b, fut)
+
+    def alone(self, fut):
+        self.contribute(1, shoal.Reducer.sum, fut)
+
 
 async def entry_method():
     f = shoal.Array(Faulty, 4)
@@ -81,8 +90,47 @@ async def alive():
     await shoal.quiescence()
 
 
+async def ragged():
+    """Lists of different lengths do not sum element-wise: an error, not a concatenation."""
+    arr = shoal.Array(Faulty, 4)
+    fut = shoal.future()
+    arr.ragged(fut)
+    await fut
+
+
+async def lambda_reducer():
+    arr = shoal.Array(Faulty, 4)
+    fut = shoal.future()
+    arr.anonymous(fut)
+    await fut
+
+
+async def sparse_block():
+    shoal.Array(Faulty, ndims=1, map="block")
+
+
+async def lambda_map():
+    shoal.Array(Faulty, 4, map=lambda index, dims, npes: 0)
+
+
+async def dropped():
+    """An exception in a call with ret=True whose future main drops: nobody waits for it."""
+    arr = shoal.Array(Faulty, 4)
+    arr[3].boom(ret=True)
+    await shoal.future()
+
+
+async def single_contributes():
+    one = shoal.create(Faulty)
+    fut = shoal.future()
+    one.alone(fut)
+    await fut
+
+
 if __name__ == "__main__":
     main({"entry_method": entry_method, "outside_shape": outside_shape,
           "outside_shape_2d": outside_shape_2d, "stuck_main": stuck_main, "alive": alive,
           "exit_3": exit_3, "exit_0": exit_0,
-          "sent_twice": sent_twice})
+          "sent_twice": sent_twice, "ragged": ragged, "lambda_reducer": lambda_reducer,
+          "sparse_block": sparse_block, "lambda_map": lambda_map, "dropped": dropped,
+          "single_contributes": single_contributes})

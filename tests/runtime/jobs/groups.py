@@ -12,7 +12,7 @@ class PerPE(shoal.Chare):
         self.order = []
 
     def whoami(self, fut):
-        self.contribute([(self.thisIndex[0], shoal.my_pe())], Reducer.sum, fut)
+        self.contribute((self.thisIndex[0], shoal.my_pe()), Reducer.gather, fut)
 
     def burst(self, fut):
         me = self.thisProxy[self.thisIndex]
@@ -27,7 +27,7 @@ class PerPE(shoal.Chare):
         return shoal.my_pe()
 
     def finish(self, fut):
-        self.contribute([self.order], Reducer.sum, fut)
+        self.contribute(self.order, Reducer.gather, fut)
 
 
 async def one_per_pe():

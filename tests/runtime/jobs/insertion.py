@@ -148,7 +148,32 @@ async def outside_the_shape():
     assert got == [((7,), shoal.num_pes() - 1)] * 3, got
 
 
+def by_sum(index, dims, npes):
+    """A user map: for an array filled by insertion ``dims`` is None."""
+    assert dims is None or len(dims) == 2
+    return (index[0] + index[1]) % npes
+
+
+async def mapped():
+    """An array filled by insertion places its elements by its map (not by a hash), those
+    inserted by main and by elements; a dense array's map places elements inserted
+    outside its shape too."""
+    cells = shoal.Array(Asker, ndims=2, map=by_sum)
+    for i in range(3):
+        for j in range(3):
+            cells.insert((i, j))
+    want = {(i, j): (i + j) % shoal.num_pes() for i in range(3) for j in range(3)}
+    got = {}
+    for ix in want:
+        got[ix] = (await cells[ix].where(ret=True))[1]
+    assert got == want, got
+    dense = shoal.Array(Asker, (2, 2), map=by_sum)
+    dense.insert((5, 6))
+    assert await dense[5, 6].where(ret=True) == ((5, 6), 11 % shoal.num_pes())
+    return sorted(got.values())
+
+
 if __name__ == "__main__":
     main({"messages": messages, "counts": counts, "racing_broadcast": racing_broadcast,
           "constructor_contributes": constructor_contributes,
-          "outside_the_shape": outside_the_shape})
+          "outside_the_shape": outside_the_shape, "mapped": mapped})

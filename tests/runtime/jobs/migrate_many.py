@@ -84,7 +84,7 @@ class Mover(shoal.Chare):
         for s, pe in moves:
             if pe != shoal.my_pe():
                 assert (s.coll.local.get(s.index) is s) == bool(s.active), s.index
-        self.contribute(held, Reducer.sum, fut)
+        self.contribute(held, Reducer.gather, fut)
 
     def census(self, arr, fut):
         self.contribute((shoal.my_pe(), len(current().colls[arr.cid].local), self.moved),
@@ -106,7 +106,7 @@ async def batch():
         arr.count()
         moved = shoal.future()
         movers.shuffle(arr, moved)
-        deferred += await moved
+        deferred += [x for part in await moved for x in part]
     assert [await f for f in sums] == [N * FAN] * ROUNDS
     arr[5].release()
     await shoal.quiescence()

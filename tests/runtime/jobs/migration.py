@@ -61,7 +61,7 @@ class Walker(shoal.Chare):
                                   self.arrivals]), Reducer.sum, fut)
 
     def senders(self, fut):
-        self.contribute([(self.thisIndex[0], sorted(self.got.items()))], Reducer.sum, fut)
+        self.contribute((self.thisIndex[0], sorted(self.got.items())), Reducer.gather, fut)
 
 
 async def traffic():

@@ -1,6 +1,10 @@
 """Reductions into futures and into entry methods (run by test_reductions.py):
 ``python reductions.py NAME...``."""
 
+import array
+import math
+from collections import namedtuple
+
 import numpy as np
 from runner import main
 
@@ -30,6 +34,59 @@ class Contrib2(shoal.Chare):
     def run(self, target):
         i, j = self.thisIndex
         self.contribute(i * 4 + j, Reducer.sum, target)
+
+
+Pair = namedtuple("Pair", "count total")
+
+
+def contribution(i):
+    """Element i's value for the element-wise reducers: a list, a tuple, an array.array,
+    a named tuple and a nested list of tuples."""
+    return [[i, -i, 2 * i + 1], (i % 3, i + 0.5), array.array("q", [i, i * i]),
+            Pair(1, i), [(i, [i % 2, 1]), (3 - i, [i, i])]]
+
+
+def brute(op, values):
+    """The element-wise reduction of ``values`` (all of one shape), position by position."""
+    first = values[0]
+    if isinstance(first, (list, tuple, array.array)):
+        parts = [brute(op, [v[k] for v in values]) for k in range(len(first))]
+        if isinstance(first, array.array):
+            return array.array(first.typecode, parts)
+        if hasattr(first, "_fields"):
+            return type(first)(*parts)
+        return type(first)(parts)
+    return op(values)
+
+
+OPS = {"sum": sum, "product": math.prod, "max": max, "min": min}
+LOGICAL = {"logical_and": all, "logical_or": any,
+           "logical_xor": lambda vs: sum(map(bool, vs)) % 2 == 1}
+
+
+class Seq(shoal.Chare):
+    def run(self, futs):
+        i = self.thisIndex[0]
+        for name, fut in futs.items():
+            if name in LOGICAL:
+                value = [i % 2 == 0, i % 3 == 0, (i == 1, i > 100)]
+            else:
+                value = contribution(i)
+            self.contribute(value, getattr(Reducer, name), fut)
+
+
+class Barrier(shoal.Chare):
+    def __init__(self):
+        self.done = False
+
+    async def run(self, fut, col):
+        await shoal.sleep(0.002 * (self.thisIndex[0] % 3))  # some arrive later
+        self.done = True
+        self.contribute(None, None, fut)  # a barrier: the target gets None
+        self.contribute(None, Reducer.nop, col.result)
+
+    def state(self):
+        return self.done
 
 
 class Collector(shoal.Chare):
@@ -67,5 +124,39 @@ async def to_entry_method():
     assert await fut == ("method", sum(i * 4 + j for i in range(3) for j in range(4)))
 
 
+async def sequences():
+    """sum, product, max and min combine Python lists, tuples (named ones too),
+    array.array and nested sequences element-wise, and the logical reducers too: equal to
+    the position-by-position reduction computed here."""
+    n = 9
+    arr = shoal.Array(Seq, n)
+    names = [*OPS, *LOGICAL]
+    futs = {name: shoal.future() for name in names}
+    arr.run(futs)
+    for name in names:
+        got = await futs[name]
+        if name in LOGICAL:
+            values = [[i % 2 == 0, i % 3 == 0, (i == 1, i > 100)] for i in range(n)]
+            want = brute(LOGICAL[name], values)
+        else:
+            want = brute(OPS[name], [contribution(i) for i in range(n)])
+        assert got == want and type(got) is list, (name, got, want)
+        assert [type(x) for x in got] == [type(x) for x in want], (name, got)
+
+
+async def barrier():
+    """contribute(None, None, target) and Reducer.nop are barriers: the target (a future,
+    an entry method) gets None once every element has contributed."""
+    fut = shoal.future()
+    got = shoal.future()
+    col = shoal.create(Collector, args=(got,), pe=shoal.num_pes() - 1)
+    arr = shoal.Array(Barrier, 7)
+    arr.run(fut, col)
+    assert await fut is None
+    assert await arr.state(ret=True) == [True] * 7  # nobody passed it early
+    assert await got == ("method", None)
+
+
 if __name__ == "__main__":
-    main({"reducers": reducers, "to_entry_method": to_entry_method})
+    main({"reducers": reducers, "to_entry_method": to_entry_method, "sequences": sequences,
+          "barrier": barrier})

@@ -11,7 +11,7 @@ from shoal import Reducer
 
 class Stats(shoal.Chare):
     def get(self, fut):
-        self.contribute([shoal.stats()], Reducer.sum, fut)
+        self.contribute(shoal.stats(), Reducer.gather, fut)
 
 
 class Busy(shoal.Chare):

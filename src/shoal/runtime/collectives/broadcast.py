@@ -5,7 +5,10 @@ each PE runs it on its local elements. Every PE keeps the last ``HISTORY`` broad
 collection so that an element that migrates in after a broadcast passed replays the ones it
 missed (it knows the number of the last one it ran), and an inserted element starts after
 the last one numbered before its insertion. With ``ret=True`` the root gathers every
-element's return value and resolves the caller's future with them in index order.
+element's return value and resolves the caller's future with them in index order; with
+``awaitable=True`` it gathers only that each element ran it, and resolves the future to None.
+If an element raised, the future carries the failure of the lowest such index
+(:mod:`shoal.runtime.failure`), raised where it is awaited.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from typing import TYPE_CHECKING
 
 from shoal.errors import ShoalError
 from shoal.runtime.collection import Collection, Slot
+from shoal.runtime.failure import gathered
 from shoal.runtime.futures import BroadcastReturn
-from shoal.runtime.protocol import B_NUM, B_PRIO, BCAST, INVOKE, children
+from shoal.runtime.protocol import B_NUM, B_PRIO, BCAST, INVOKE, RET_VALUES, children
 
 if TYPE_CHECKING:
     from shoal.runtime.pe import Runtime
@@ -29,16 +33,17 @@ class Broadcasts:
         self.run_bcast = self._run  # the queue entry (compared by identity)
 
     def on_bcast_req(self, env: tuple) -> None:
-        """At the root: number the broadcast, open its gather if ``ret=True``, send it."""
-        _, cid, name, args, kwargs, prio, fut = env
+        """At the root: number the broadcast, open its gather if the caller waits for it
+        (``ret``: RET_VALUES or RET_DONE), send it."""
+        _, cid, name, args, kwargs, prio, fut, ret = env
         coll = self.rt.collection(cid, env)
         if coll is None:
             return
         num = coll.bcast_count + 1
         if fut is not None:  # the root gathers the elements' return values
-            coll.rets[num] = [fut, {}, coll.members]
+            coll.rets[num] = [fut, {}, coll.members, ret == RET_VALUES]
             self._ret_check(coll, num)
-        self.on_bcast((BCAST, cid, num, name, args, kwargs, prio, fut is not None))
+        self.on_bcast((BCAST, cid, num, name, args, kwargs, prio, ret))
 
     def on_bcast(self, env: tuple) -> None:
         _, cid, num, _name, _args, _kwargs, prio, _ret = env
@@ -58,7 +63,8 @@ class Broadcasts:
     def _run(self, slot: Slot, env: tuple) -> None:
         _, cid, num, name, args, kwargs, prio, ret = env
         self.rt._run_invoke(slot, (INVOKE, cid, slot.index, name, args, kwargs, None, 0, prio,
-                                   BroadcastReturn(cid, num) if ret else None, self.rt.pe, 0))
+                                   BroadcastReturn(cid, num, ret == RET_VALUES) if ret else None,
+                                   self.rt.pe, 0))
 
     def catch_up(self, coll: Collection, slot: Slot) -> None:
         """Deliver the broadcasts an element missed while it migrated."""
@@ -92,7 +98,8 @@ class Broadcasts:
         taken when the root numbers the broadcast (elements inserted later run only later
         broadcasts) and lowered when an element is reported deleted before running it (a
         report may come late: until then the count is too high, never too low)."""
-        fut, values, members = coll.rets[num]
+        fut, values, members, keep = coll.rets[num]
         if len(values) == members:
             del coll.rets[num]
-            self.rt.resolve(fut.pe, fut.fid, [values[i] for i in sorted(values)])
+            result = gathered(values) or ([values[i] for i in sorted(values)] if keep else None)
+            self.rt.resolve(fut.pe, fut.fid, result)

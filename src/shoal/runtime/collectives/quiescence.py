@@ -1,10 +1,18 @@
 """Quiescence detection (seed 002, Section III): a future that resolves when no application
-message is in flight or queued anywhere, and the check that ``main`` is not stuck.
+message is in flight or queued anywhere, the end of the job once ``main`` has returned, and
+the check that ``main`` is not stuck.
 
 Every PE counts the counted messages it created and processed (:mod:`shoal.runtime.protocol`
 says which kinds count). PE 0 sends waves down the spanning tree; each PE answers with the
 sums of its subtree. Quiescence is two consecutive waves with equal sums in which created
 equals processed; waves back off from 0.5 ms to 50 ms while the system is busy.
+
+The end of the job: when ``main`` returns, the work it started still runs; the job ends at
+the next quiescence (or earlier by ``shoal.exit()``), so a ``main`` that only starts work
+and returns does not end the job before that work has run. While a detection runs (for a
+waiter or the end) and its last wave found nothing in flight, the balancer's periodic
+trigger starts no step (:meth:`Quiescence.settling`): steps every ``lb_period`` would
+otherwise keep an idle job from ever being found quiet.
 
 The stuck-main probe: while ``main`` runs, PE 0 looks (from its idle back-off, never on
 the busy path; first 1 s after ``main`` started, then with back-off up to 8 s) whether the
@@ -45,6 +53,7 @@ class Quiescence:
         self.main: Task | None = None  # PE 0: the main coroutine, once it runs
         self.probing = 0  # PE 0: waves the current probe has taken (0: none running)
         self.probe_delay = PROBE_FIRST
+        self.ending = False  # PE 0: main has returned; exit at the next quiescence
 
     def request(self) -> Future:
         """A future that resolves at the next quiescence."""
@@ -55,10 +64,27 @@ class Quiescence:
     def on_start(self, env: tuple) -> None:
         _, fut = env
         self.waiters.append(fut)
-        if len(self.waiters) == 1 and not self.probing:
-            self.last = None
-            self.delay = 5e-4
-            self._next_wave()
+        if len(self.waiters) == 1 and not (self.probing or self.ending):
+            self._begin()
+
+    def main_returned(self) -> None:
+        """PE 0: ``main`` has returned: end the job at the next quiescence."""
+        self.main = None
+        self.rt.probe_at = float("inf")
+        self.ending = True
+        if not (self.waiters or self.probing):
+            self._begin()
+
+    def settling(self) -> bool:
+        """PE 0: a detection runs for a waiter or the end of the job and its last wave
+        found nothing in flight (the balancer's periodic trigger waits then)."""
+        return self.last is not None and bool(self.waiters or self.ending)
+
+    def _begin(self) -> None:
+        """Start a detection (none runs)."""
+        self.last = None
+        self.delay = 5e-4
+        self._next_wave()
 
     def _next_wave(self) -> None:
         self.wave += 1
@@ -70,7 +96,8 @@ class Quiescence:
         self.wave = wave
         kids = children(rt.pe, 0, rt.npes)
         # a probe also counts the coroutines that wait on a future here
-        waiting = sum(1 for f in rt.futures.values() if f.waiters) if probe else 0
+        waiting = sum(1 for f in rt.futures.values()
+                      if any(type(w) is Task for w in f.waiters)) if probe else 0
         self.acc = [0, 0, waiting, len(kids)]
         for child in kids:
             rt.net.send(child, env)
@@ -103,12 +130,14 @@ class Quiescence:
         quiet = created == processed and now == self.last
         if self.probing:
             self._probed(quiet, acc[2])
-            if not (self.probing or self.waiters):
+            if not (self.probing or self.waiters or self.ending):
                 return  # the probe gave up: no waves until the next one
-        if quiet and self.waiters:
+        if quiet and (self.waiters or self.ending):
             waiters, self.waiters = self.waiters, []
             for fut in waiters:
                 rt.resolve(fut.pe, fut.fid, None)
+            if self.ending:
+                rt.exit()
             return
         self.last = now if created == processed else None
         self.delay = min(2 * self.delay, 0.05)
@@ -125,6 +154,8 @@ class Quiescence:
         suspended, then look again later)."""
         rt = self.rt
         rt.probe_at = float("inf")
+        if self.main is None:
+            return  # main has returned
         if self.waiters or self._main_future() is None:
             rt.probe_at = time.perf_counter() + self.probe_delay
             return
@@ -154,6 +185,7 @@ class Quiescence:
         if quiet or fut is None or self.probing >= PROBE_WAVES:
             self.probing = 0
             self.probe_delay = min(2 * self.probe_delay, PROBE_MAX)
-            self.rt.probe_at = time.perf_counter() + self.probe_delay
+            if self.main is not None:
+                self.rt.probe_at = time.perf_counter() + self.probe_delay
             return
         self.probing += 1

@@ -31,8 +31,12 @@ class Reductions:
         self.rt = rt
 
     def contribute(self, slot: Slot, value: Any, reducer: Any, target: Any) -> None:
-        """Element ``slot``'s contribution to its next reduction."""
-        reducers.combiner(reducer)
+        """Element ``slot``'s contribution to its next reduction (``reducer`` None: a
+        barrier, see :mod:`shoal.runtime.reducers`)."""
+        if slot.coll.single:
+            raise UsageError(f"{slot.coll.cls.__name__} is a single chare (shoal.create): it "
+                             "takes part in no reduction; make an array or a group")
+        reducer = reducers.checked(reducer, value)
         check_target(target)
         self.add_contribution(slot, value, reducer, target)
 

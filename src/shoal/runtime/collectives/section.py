@@ -227,14 +227,14 @@ class Sections:
     def contribute(self, slot: Slot, section: Any, value: Any, reducer: Any,
                    target: Any) -> None:
         """``self.contribute(value, reducer, target, section=sec)`` in a member."""
-        reducers.combiner(reducer)
+        reducer = reducers.checked(reducer, value)
         check_target(target)
         self._contribute(slot, section, value, reducer, target)
 
     def allreduce(self, slot: Slot, section: Any, value: Any, reducer: Any) -> Future:
         """``await self.allreduce(value, reducer, section=sec)``: every member gets the
         result."""
-        reducers.combiner(reducer)
+        reducer = reducers.checked(reducer, value)
         fut = self.rt.future()
         self.waiting.setdefault((slot.key, section.sid), deque()).append(fut)
         self._contribute(slot, section, value, reducer, AllreduceResult(section))

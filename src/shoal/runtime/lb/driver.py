@@ -239,8 +239,12 @@ class Balancer:
             tracer.mark(name, time.perf_counter() - duration, duration, args)
 
     def _tick(self) -> None:
+        """The periodic trigger; skipped while a quiescence detection (someone waits for
+        it, or main has returned) has just found nothing in flight: the job may be done,
+        and a step would only keep it from being found quiet."""
         if self.rt.running:
-            self._trigger()
+            if not self.rt.quiescence.settling():
+                self._trigger()
             self.rt.after(self.period or 0.0, self._tick)
 
     def hold(self) -> bool:
@@ -463,7 +467,7 @@ class Balancer:
     def _resume_synced(self) -> None:
         """``resume_from_sync()`` to every element of the collections that synced."""
         for cid in sorted(self.synced):
-            self.rt.send(0, (BCAST_REQ, cid, "resume_from_sync", (), None, 0, None))
+            self.rt.send(0, (BCAST_REQ, cid, "resume_from_sync", (), None, 0, None, 0))
         self.synced = set()
 
 
