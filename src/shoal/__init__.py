@@ -2,7 +2,7 @@
 such a runtime needs (gossip-spread node state, communication models, topology and mapping)."""
 
 from shoal._version import __version__
-from shoal.errors import CheckpointError, ShoalError, TaskError, UsageError, WireError
+from shoal.errors import CheckpointError, ShoalError, UsageError, WireError
 from shoal.runtime import (
     Aggregator,
     Array,
@@ -34,7 +34,7 @@ from shoal.runtime import (
 from shoal.runtime.pool import pool
 
 __all__ = ["Aggregator", "Array", "Channel", "Chare", "CheckpointError", "Future", "Group",
-           "Reducer", "RemoteError", "Runtime", "ShoalError", "TaskError", "UsageError",
+           "Reducer", "RemoteError", "Runtime", "ShoalError", "UsageError",
            "WireError", "__version__", "broadcast_globals", "checkpoint", "create", "exit",
            "future", "iteration", "iwait", "lb_history", "my_pe", "num_pes", "pool",
            "quiescence", "restored", "run_on_all", "sleep", "start", "stats", "when"]

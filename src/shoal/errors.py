@@ -23,7 +23,3 @@ class CheckpointError(ShoalError):
     written by another version, or a state that cannot be saved); the message names the
     file or the element."""
 
-
-class TaskError(ShoalError):
-    """A task of ``shoal.pool`` failed on the PE that ran it; the message holds that PE's
-    traceback."""

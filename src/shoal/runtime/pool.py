@@ -15,22 +15,23 @@ interrupted), so a long task there could leave the others idle. (charm4py keeps 
 for the scheduler alone.) A chunk whose task awaits (a nested ``map`` or
 ``submit``, any future) stops counting as runnable while it waits, so its PE asks for more
 and nested use cannot starve; chunks submitted from deeper in a nest go first (the tasks
-others wait for). A task that raises is reported at the caller's ``await`` as a
-:class:`~shoal.errors.TaskError` carrying the remote traceback; so is a result that cannot
-be pickled. A task may be a plain function or an ``async def`` (which may ``await``).
+others wait for). A task that raises makes the caller's ``await`` raise its exception, with
+the remote traceback as its ``__cause__``, as an entry method's exception does
+(:mod:`shoal.runtime.failure`); so does a result that cannot be pickled. A task may be a
+plain function or an ``async def`` (which may ``await``).
 """
 
 from __future__ import annotations
 
 import heapq
 import pickle
-import traceback
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
-from shoal.errors import TaskError, UsageError
+from shoal.errors import UsageError
 from shoal.runtime.context import current
+from shoal.runtime.failure import Failure
 from shoal.runtime.futures import Future, Task
 from shoal.runtime.protocol import POOL_ASK, POOL_SUBMIT, POOL_TASK
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 
 class TaskFuture:
-    """``await`` it for the result of a task (or the :class:`TaskError` of its failure)."""
+    """``await`` it for the result of a task (or the exception of its failure)."""
 
     __slots__ = ("futs",)
 
@@ -51,7 +52,7 @@ class TaskFuture:
         for fut in self.futs:
             ok, value = yield from fut.__await__()
             if not ok:
-                raise TaskError(value)
+                raise value.exception()
             out.extend(pickle.loads(value))
         return out
 
@@ -177,9 +178,8 @@ class Pool:
                     r = await _Tracked(self, r, depth + 1)
                 out.append(r)
             result: tuple[bool, Any] = (True, pickle.dumps(out, pickle.HIGHEST_PROTOCOL))
-        except Exception:
-            result = (False, f"pool task {_name(f)} failed on PE {self.rt.pe}:\n"
-                             f"{traceback.format_exc()}")
+        except Exception as exc:
+            result = (False, Failure.of(exc, f"PE {self.rt.pe}, pool task {_name(f)}"))
         self.running -= 1
         self._ask()
         return result

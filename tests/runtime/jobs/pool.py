@@ -81,20 +81,22 @@ async def nested():
 
 
 async def errors():
-    """A failing task raises TaskError at the caller with the remote traceback; so does a
-    result that cannot be pickled; a lambda is refused at the call."""
+    """A failing task raises its exception at the caller, with the remote traceback as its
+    cause (as an entry method's does); so does a result that cannot be pickled; a lambda is
+    refused at the call."""
     try:
         await shoal.pool.map(fails, range(10), chunksize=2)
-    except shoal.TaskError as exc:
-        text = str(exc)
+    except ValueError as exc:
+        assert str(exc) == "item 5 is bad", exc
+        text = str(exc.__cause__)
     else:
         raise AssertionError("no error")
     assert "ValueError: item 5 is bad" in text and "in fails" in text, text
-    assert "failed on PE" in text
+    assert "pool task" in text and "raised" in text, text
     try:
         await shoal.pool.submit(unpicklable, 3)
-    except shoal.TaskError as exc:
-        assert "unpicklable" in str(exc), str(exc)
+    except Exception as exc:
+        assert "unpicklable" in str(exc.__cause__), str(exc.__cause__)
     else:
         raise AssertionError("no error")
     try:
