@@ -4,7 +4,7 @@ import pytest
 
 from shoal.errors import ShoalError
 from shoal.runtime.collectives.quiescence import Quiescence
-from shoal.runtime.futures import Future
+from shoal.runtime.futures import Future, Task
 from shoal.runtime.protocol import QD_ASK
 
 
@@ -36,7 +36,7 @@ def probing(main_awaits_quiescence):
     a quiescence it asked for, or another)."""
     rt = FakeRuntime()
     q = Quiescence(rt)
-    q.main = main = object()
+    q.main = main = Task(None, None, None, "main")  # (only its identity matters here)
     fut = Future(0, 1)
     fut.waiters = [main]
     rt.futures[1] = fut
