@@ -1,5 +1,6 @@
 """In-job recovery (run by test_ft.py under Open MPI's ``mpiexec --with-ft ulfm``):
-``python ft.py``, with ``SHOAL_KILL`` naming the PE to kill and when. The ring of
+``python ft.py ft|plain STEPS`` (``plain``: without ``ft=True``), with ``SHOAL_KILL`` naming
+the PE to kill and when. The ring of
 jobs/autockpt.py, driven by main, takes a double in-memory checkpoint after every
 iteration; a dead PE is replaced in-job by a rollback on the survivors. PE 0 prints
 ``RESULT`` and a Python literal (the digest of the final blocks, the PE count)."""
@@ -29,4 +30,4 @@ async def main():
 
 
 if __name__ == "__main__":
-    shoal.start(main, ft=sys.argv[1:] != ["plain"])
+    shoal.start(main, ft=sys.argv[1] == "ft")  # (autockpt reads STEPS from sys.argv[2])
