@@ -39,7 +39,9 @@ def result(out: subprocess.CompletedProcess) -> dict:
 
 @pytest.fixture(scope="module")
 def plain() -> str:
-    return result(shoal_run("-n", 3, JOB, "plain", STEPS))["digest"]
+    got = result(shoal_run("-n", 3, JOB, "plain", STEPS))
+    assert got["tally"] == [STEPS * (p + 1) for p in range(3)]
+    return got["digest"]
 
 
 def test_a_pe_killed_at_random_moments_is_recovered_in_job_bit_identical(plain):
@@ -49,6 +51,7 @@ def test_a_pe_killed_at_random_moments_is_recovered_in_job_bit_identical(plain):
         got = result(out)
         assert got["digest"] == plain, (pe, at, out.stderr[-2000:])
         assert got["pes"] == 2 and got["restored"], (pe, at, got)
+        assert got["tally"] == [STEPS * (p + 1) for p in range(2)], (pe, at, got)
         assert f"PE(s) {pe} failed; the job continues on 2 PE(s)" in out.stderr
 
 
