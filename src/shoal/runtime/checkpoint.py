@@ -54,7 +54,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from shoal._version import __version__
 from shoal.errors import CheckpointError, UsageError
@@ -64,6 +64,7 @@ from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.futures import Future, Task
 from shoal.runtime.migration import packed
 from shoal.runtime.protocol import CKPT_COMMIT, CKPT_COPY, CKPT_DONE, CKPT_WRITE, RED
+from shoal.runtime.recovery import InMemory, mark, restored
 from shoal.runtime.resize import Resize
 
 if TYPE_CHECKING:
@@ -87,14 +88,6 @@ class Pending:
         if not ok:
             raise CheckpointError(value)
         return value
-
-
-class InMemory(NamedTuple):
-    """A checkpoint to restore from memory (an in-job recovery): the main shard and the
-    shard of every PE of the runtime that took it."""
-
-    main: shards.Shard
-    pes: list[shards.Shard]
 
 
 class Checkpoints:
@@ -409,7 +402,9 @@ class Checkpoints:
         if self.restart is not None:
             t0 = time.perf_counter()
             if isinstance(self.restart, InMemory):
-                self._restore(self.restart.main, self.restart.pes)
+                mark("started")
+                self._restore(self.restart.main, self.restart.heads, self.restart)
+                restored(self.rt.pe, self.restart.note)
             else:
                 self._restore(*self._from_disk(Path(self.restart)))
             self.restore_seconds = time.perf_counter() - t0
@@ -429,9 +424,12 @@ class Checkpoints:
                for q in range(old)]
         return main, pes
 
-    def _restore(self, main: shards.Shard, pes: list[shards.Shard]) -> None:
+    def _restore(self, main: shards.Shard, pes: list[shards.Shard],
+                 memory: InMemory | None = None) -> None:
         """Rebuild the collections and take this PE's elements and counters from the
-        shards of a checkpoint taken on ``len(pes)`` PEs."""
+        shards of a checkpoint taken on ``len(pes)`` PEs (``memory``: an in-job recovery,
+        where ``pes`` hold the first records only and the elements come by
+        :meth:`_exchange`)."""
         rt = self.rt
         old = len(pes)
         same = old == rt.npes
@@ -442,7 +440,8 @@ class Checkpoints:
         for q, shard in enumerate(pes):
             if not same and q % rt.npes == rt.pe:
                 shard.verify()  # every shard is checked by one PE
-        rt.migration.arrive(self._mine(pes, same))
+        rt.migration.arrive(self._mine(pes, same) if memory is None
+                            else self._exchange(memory))
         if rt.pe < old:
             info = infos[rt.pe]
             rt.pe_out = info["pe_out"]
@@ -494,24 +493,42 @@ class Checkpoints:
         if m["at_sync"]:
             rt.balancer.prepare()
 
+    def _place(self, q: int, key: tuple, kept: list[int | None] | None) -> int | None:
+        """The PE that restores record ``key`` (a collection and an index) of old PE
+        ``q``'s shard, None if no PE does: group member p on PE p (if p remains); an array
+        element where it was if PE ``q`` lives on as PE ``kept[q]``, else at its home."""
+        cid, index = key
+        coll = self.rt.colls[cid]
+        if coll.kind == "group":
+            return index[0] if index[0] < self.rt.npes else None
+        if kept is not None and kept[q] is not None:
+            return kept[q]
+        return coll.home(index)
+
     def _mine(self, pes: list[shards.Shard], same: bool) -> list[tuple]:
         """The saved elements whose place is this PE: where they were when the number of
-        PEs is unchanged, else at their homes (group member p on PE p, if p remains)."""
+        PEs is unchanged, else at their homes (:meth:`_place`)."""
+        kept: list[int | None] | None = list(range(len(pes))) if same else None
+        return [shard.load(entry) for q, shard in enumerate(pes)
+                for entry in shard.entries[1:] if self._place(q, entry[0], kept) == self.rt.pe]
+
+    def _exchange(self, memory: InMemory) -> list[tuple]:
+        """An in-job recovery: every PE sends each record it holds to the PE that restores
+        it (:meth:`_place`; a survivor's elements stay, so only the dead PEs' move), all
+        in one ``alltoall``, and loads those it receives."""
         rt = self.rt
-        items = []
-        for q, shard in enumerate(pes):
-            for entry in shard.entries[1:]:
-                cid, index = entry[0]
-                coll = rt.colls[cid]
-                if same:
-                    here = q == rt.pe
-                elif coll.kind == "group":
-                    here = index[0] == rt.pe
-                else:
-                    here = coll.home(index) == rt.pe
-                if here:
-                    items.append(shard.load(entry))
-        return items
+        picks: list[dict[int, list[int]]] = [{} for _ in range(rt.npes)]
+        for q, image in memory.held.items():
+            for k, entry in enumerate(image.entries[1:], 1):
+                dest = self._place(q, entry[0], memory.now)
+                if dest is not None:
+                    picks[dest].setdefault(q, []).append(k)
+        parts = [[memory.held[q].subset(ks) for q, ks in part.items()] for part in picks]
+        here, parts[rt.pe] = parts[rt.pe], []  # (not through MPI)
+        got = rt.net.comm.alltoall(parts)
+        mark("exchanged")
+        return [shard.load(entry) for image in (*here, *(i for part in got for i in part))
+                for shard in (image.shard(),) for entry in shard.entries]
 
     def _regroup(self, pes: list[shards.Shard], meta: list[dict[str, Any]], old: int) -> None:
         """On another number of PEs: a group member on a PE that did not exist is a copy of

@@ -34,7 +34,7 @@ from numpy import ndarray
 
 from shoal.errors import ShoalError, UsageError
 from shoal.runtime.aggregation import Aggregation
-from shoal.runtime.checkpoint import Checkpoints, InMemory
+from shoal.runtime.checkpoint import Checkpoints
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.collectives.broadcast import Broadcasts
 from shoal.runtime.collectives.quiescence import Quiescence
@@ -72,7 +72,7 @@ from shoal.runtime.protocol import (
 )
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
 from shoal.runtime.queue import Queue
-from shoal.runtime.recovery import PeFailureError, is_failure
+from shoal.runtime.recovery import InMemory, PeFailureError, is_failure
 from shoal.runtime.trace import Tracer
 from shoal.runtime.wire.codec import pack_args, unpack_args
 from shoal.runtime.wire.transport import Transport

@@ -12,15 +12,23 @@ noticed first revoked it), :meth:`Runtime.run <shoal.runtime.pe.Runtime.run>` ra
    here), shrink the job's communicator to the survivors (``MPI_Comm_shrink``);
 2. agree on the generation to roll back to: the lowest committed in-memory generation of
    any survivor (each keeps its last two, :mod:`shoal.runtime.buddy`);
-3. gather the shards of that generation: each survivor gives its own and those of dead
-   PEs it holds as their buddy; every shard of the old runtime must be there (else two
-   failures hit a PE and its buddy: the job ends with that message);
-4. a new runtime starts on the shrunk communicator and restores from those shards as a
-   restart on one PE fewer (:class:`~shoal.runtime.checkpoint.InMemory`); ``main`` runs
-   again on the new PE 0 and finds the state in ``shoal.restored()``.
+3. gather what every PE needs to rebuild the collections: the main shard and the first
+   record (the PE's counters) of every old PE's shard, from the survivor that holds it (its
+   own, or a dead PE's copy at its buddy); every shard of the old runtime must be held
+   somewhere (else two failures hit a PE and its buddy: the job ends with that message);
+4. a new runtime starts on the shrunk communicator and restores from that
+   :class:`InMemory` checkpoint as a restart on fewer PEs
+   (:meth:`~shoal.runtime.checkpoint.Checkpoints.start`), except where the array elements
+   go: those of a surviving PE stay on its process, those of the dead go to their homes,
+   sent there by the buddy in one ``alltoall``; ``main`` runs again on the new PE 0 and
+   finds the state in ``shoal.restored()``. So only the dead PEs' elements travel (a
+   restart's placement by homes would move nearly all of them), as in Charm++, whose
+   buddy restores the failed PE's objects.
 
-A second failure during recovery ends the job: each survivor prints why and exits with
-code 3 (an MPI call on a broken communicator returns an error, it does not hang).
+A second failure during a recovery (up to the end of the restore) ends the job: each
+survivor prints why and exits with code 3 (an MPI call on a broken communicator returns an
+error, it does not hang). :data:`STAMPS` holds when each phase ended; the new PE 0 prints
+their durations with the line that says what happened.
 """
 
 from __future__ import annotations
@@ -28,20 +36,44 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from shoal.runtime.buddy import STORE
-from shoal.runtime.checkpoint import InMemory
 
 if TYPE_CHECKING:
     from mpi4py import MPI
 
     from shoal.runtime.pe import Runtime
-    from shoal.runtime.shards import Image
+    from shoal.runtime.shards import Image, Shard
+
+PHASES = (("shrink", "detected", "shrunk"), ("agree", "shrunk", "agreed"),
+          ("gather", "agreed", "gathered"), ("new runtime", "gathered", "started"),
+          ("exchange", "started", "exchanged"), ("restore", "exchanged", "restored"))
+"""The phases of a recovery: name, the stamp where it starts, the one where it ends."""
+
+STAMPS: dict[str, float] = {}
+"""Wall-clock time (``time.time()``) at which each phase of this process's last recovery
+ended (``detected``: the failure was seen here; then the ends of :data:`PHASES`)."""
+
+ANOTHER = ("another PE failed during the recovery from a PE failure: shoal recovers from "
+           "one failure at a time")
 
 
 class PeFailureError(Exception):
     """A peer PE died (or another survivor revoked the runtime's communicators)."""
+
+
+class InMemory(NamedTuple):
+    """A checkpoint to restore from memory (an in-job recovery): the main shard; the first
+    record (its counters) of the shard of every PE of the runtime that took it; the whole
+    shards this process holds (its own, the copy of a dead PE), by old PE; the new PE of
+    every old one (None: dead); and the line that says what happened."""
+
+    main: Shard
+    heads: list[Shard]
+    held: dict[int, Image]
+    now: list[int | None]
+    note: str
 
 
 def is_failure(exc: BaseException) -> bool:
@@ -55,10 +87,23 @@ def is_failure(exc: BaseException) -> bool:
     return exc.Get_error_class() in codes - {None}
 
 
-def recover(base: MPI.Intracomm, rt: Runtime) -> tuple[MPI.Intracomm, InMemory, str]:
-    """Steps 1-3 of the module doc, on every survivor: the shrunk communicator, the
-    checkpoint to restore and a line saying what happened."""
-    t0 = time.perf_counter()
+def mark(phase: str) -> None:
+    """Phase ``phase`` of a recovery ended now."""
+    STAMPS[phase] = time.time()
+
+
+def recovering() -> bool:
+    """Is this process between a failure's detection and the end of its restore?"""
+    return "detected" in STAMPS and "restored" not in STAMPS
+
+
+def recover(base: MPI.Intracomm, rt: Runtime) -> tuple[MPI.Intracomm, InMemory]:
+    """Steps 1-3 of the module doc, on every survivor: the shrunk communicator and the
+    checkpoint to restore."""
+    if recovering():
+        _end(ANOTHER)
+    STAMPS.clear()
+    mark("detected")
     for comm in rt.net.comms():
         try:
             comm.Revoke()
@@ -68,22 +113,23 @@ def recover(base: MPI.Intracomm, rt: Runtime) -> tuple[MPI.Intracomm, InMemory, 
 
     try:
         new = cast("MPI.Intracomm", base.Shrink())  # (mpi4py's stubs say Comm)
+        mark("shrunk")
         die_in_recovery()  # (failure injection: --kill PE@recovery)
         olds: list[int] = new.allgather(base.Get_rank())
         dead = sorted(set(range(base.Get_size())) - set(olds))
         gen = _agree_generation(new, dead)
-        everything = _gather(new, gen, base.Get_rank(), dead)
+        mark("agreed")
+        main, heads, held = _gather(new, gen, base.Get_rank(), dead)
+        mark("gathered")
     except Exception as exc:
         if is_failure(exc):
-            _end("another PE failed during the recovery from a PE failure: shoal recovers "
-                 "from one failure at a time")
+            _end(ANOTHER)
         raise
-    main, pes = everything[0][1], [everything[q][0] for q in range(len(everything))]
     STORE.clear()
-    say = (f"PE(s) {', '.join(map(str, dead))} failed; the job continues on {len(olds)} "
-           f"PE(s) from in-memory checkpoint generation {gen} (recovery took "
-           f"{time.perf_counter() - t0:.2f} s)")
-    return new, InMemory(main.shard(), [img.shard() for img in pes]), say
+    now = [olds.index(q) if q in olds else None for q in range(base.Get_size())]
+    note = (f"PE(s) {', '.join(map(str, dead))} failed; the job continues on {len(olds)} "
+            f"PE(s) from in-memory checkpoint generation {gen}")
+    return new, InMemory(main.shard(), [h.shard() for h in heads], held, now, note)
 
 
 def _agree_generation(new: MPI.Intracomm, dead: list[int]) -> int:
@@ -98,19 +144,42 @@ def _agree_generation(new: MPI.Intracomm, dead: list[int]) -> int:
 
 
 def _gather(new: MPI.Intracomm, gen: int, me: int, dead: list[int]
-            ) -> dict[int, list[Image]]:
-    """Every shard of generation ``gen``: own ones from every survivor, those of the dead
-    from their buddies."""
-    held = STORE.held(gen)
-    mine = {q: imgs for q, imgs in held.items() if q == me or q in dead}
-    everything: dict[int, list[Image]] = {}
-    for part in new.allgather(mine):
-        everything.update(part)
-    lost = sorted(set(range(len(STORE.buddy))) - set(everything))
+            ) -> tuple[Image, list[Image], dict[int, Image]]:
+    """The main shard and the first record of every old PE's shard of generation ``gen``
+    (each from the survivor that holds that shard: its owner, or a dead PE's buddy), and
+    the whole shards this process holds, by old PE."""
+    held = {q: imgs for q, imgs in STORE.held(gen).items() if q == me or q in dead}
+    heads: dict[int, list[Image]] = {}
+    for part in new.allgather({q: [imgs[0].subset([0]), *imgs[1:]]
+                               for q, imgs in held.items()}):
+        heads.update(part)
+    lost = sorted(set(range(len(STORE.buddy))) - set(heads))
     if lost:
         _end(f"the in-memory shards of PE(s) {', '.join(map(str, lost))} are lost (a PE "
              "and its buddy failed): restart from a checkpoint on disk")
-    return everything
+    return (heads[0][1], [heads[q][0] for q in range(len(heads))],
+            {q: imgs[0] for q, imgs in held.items()})
+
+
+def restored(pe: int, note: str) -> None:
+    """The restore after a recovery is complete here; the new PE 0 says what happened and
+    how long each phase took on it."""
+    mark("restored")
+    if pe != 0:
+        return
+    took = ", ".join(f"{name} {STAMPS[end] - STAMPS[begin]:.3f}" for name, begin, end in PHASES)
+    sys.stderr.write(f"shoal: {note} (recovery took "
+                     f"{STAMPS['restored'] - STAMPS['detected']:.2f} s: {took})\n")
+    sys.stderr.flush()
+
+
+def starting_failed(exc: BaseException) -> None:
+    """A runtime's start-up (its communicators) met a dead PE: end the job with why (the
+    caller re-raises anything else)."""
+    if not is_failure(exc):
+        return
+    _end(ANOTHER if recovering() else "a PE failed before the first in-memory checkpoint "
+         "was complete: nothing to roll back to")
 
 
 def _end(text: str) -> None:

@@ -157,12 +157,29 @@ class Image(NamedTuple):
 
     name: str
     entries: list[Entry]
-    pkl: bytes
-    bin: bytes
+    pkl: bytes | bytearray
+    bin: bytes | bytearray
 
     def shard(self) -> Shard:
         """Its records, read as those of a shard on disk."""
         return Shard.from_image(self)
+
+    def subset(self, picks: list[int]) -> Image:
+        """An image of the records ``entries[k]`` for ``k`` in ``picks`` only, in new
+        (writable) buffers: what one PE needs of this shard (an in-job recovery)."""
+        pkl, raw = memoryview(self.pkl), memoryview(self.bin)
+        entries: list[Entry] = []
+        pkls, bins = [], []
+        pkl_at = bin_at = 0
+        for k in picks:
+            key, pkl_off, pkl_len, bin_off, lens = self.entries[k]
+            size = sum(lens)
+            entries.append((key, pkl_at, pkl_len, bin_at, lens))
+            pkls.append(pkl[pkl_off:pkl_off + pkl_len])
+            bins.append(raw[bin_off:bin_off + size])
+            pkl_at += pkl_len
+            bin_at += size
+        return Image(self.name, entries, bytearray().join(pkls), bytearray().join(bins))
 
 
 class Shard:
@@ -194,9 +211,11 @@ class Shard:
         shard.name = image.name
         shard.files = {}
         shard.entries = image.entries
-        # copies: the restored elements' arrays live on them (writable), the image stays
-        shard.pkl = np.frombuffer(image.pkl, np.uint8).copy()
-        shard.bin = np.frombuffer(image.bin, np.uint8).copy()
+        # the restored elements' arrays live on the raw buffers: read-only ones (bytes, as
+        # the store keeps them) are copied, writable ones (a subset's) used as they are
+        shard.pkl = np.frombuffer(image.pkl, np.uint8)
+        raw = np.frombuffer(image.bin, np.uint8)
+        shard.bin = raw if raw.flags.writeable else raw.copy()
         return shard
 
     def _path(self, ext: str) -> Path:
