@@ -141,9 +141,10 @@ class Quiescence:
 
     def _probed(self, quiet: bool, waiting: int) -> None:
         """A probe's wave came back: quiescent with main's the only waiting coroutine
-        means main is stuck; otherwise another wave, or give up for a while."""
+        means main is stuck, unless main awaits quiescence (a request that came while the
+        probe ran: this wave answers it); otherwise another wave, or give up for a while."""
         fut = self._main_future()
-        if quiet and waiting == 1 and fut is not None:
+        if quiet and waiting == 1 and fut is not None and not self.waiters:
             self.rt.work = (None, "main")
             raise ShoalError(f"main waits on {fut!r} but no work is pending: nothing can "
                              "resolve it (every PE is idle, no message is in flight, no "
