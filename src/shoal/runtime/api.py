@@ -29,8 +29,9 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     """Run the runtime on every rank of ``comm`` (default MPI_COMM_WORLD) until
     :func:`exit` or until ``main`` returns; ``main(*args)`` runs on PE 0, as a coroutine if
     it is an ``async def``. ``options`` go to :class:`~shoal.runtime.pe.Runtime`
-    (``poll_spin``, ``poll_max``, ``cpu_stats``, ``shm_bytes``, ``lb``, ``lb_period``,
-    ``lb_dump``, ``lb_auto``, ``trace``, ``checkpoint_every``, ``checkpoint_dir``, ``ft``;
+    (``poll_spin``, ``poll_max``, ``cpu_stats``, ``shm_bytes``, ``pool_bytes``, ``lb``,
+    ``lb_period``, ``lb_dump``, ``lb_auto``, ``trace``, ``checkpoint_every``,
+    ``checkpoint_dir``, ``ft``;
     the environment variables ``SHOAL_LB``, ``SHOAL_LB_PERIOD``, ``SHOAL_LB_DUMP``,
     ``SHOAL_LB_AUTO``, ``SHOAL_TRACE``, ``SHOAL_CHECKPOINT_EVERY``, ``SHOAL_CHECKPOINT_DIR``
     and ``SHOAL_FT`` (``1``), which ``shoal run --lb`` and friends set, give the last eight

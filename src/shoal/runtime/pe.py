@@ -69,6 +69,7 @@ from shoal.runtime.queue import Queue
 from shoal.runtime.recovery import PeFailureError, is_failure
 from shoal.runtime.trace import Tracer
 from shoal.runtime.wire.codec import pack_args, unpack_args
+from shoal.runtime.wire.pool import POOL_BYTES
 from shoal.runtime.wire.transport import Transport
 
 __all__ = ["Runtime"]
@@ -99,7 +100,9 @@ class Runtime:
     balancer); ``cpu_stats`` adds each call's CPU time (about 1 µs per call more). Messages
     and bytes between elements are always counted: the counts are the sequence numbers.
     ``shm_bytes`` is the shared memory each PE keeps for the large buffers it sends to PEs
-    of its node (0: every buffer goes by MPI); it must be the same on every PE. ``lb``
+    of its node (0: every buffer goes by MPI); it must be the same on every PE.
+    ``pool_bytes`` bounds the buffers a PE keeps to receive large buffers by MPI into
+    (:mod:`shoal.runtime.wire.pool`; default 64 MiB). ``lb``
     names the load-balancing strategy (or a chain, ``"greedy,refine"``; default
     ``greedy_refine`` when balancing happens; ``"none"``: AtSync points resume at once),
     ``lb_dump`` a directory where PE 0 writes each step's database (``step-0001.npz``...),
@@ -122,13 +125,16 @@ class Runtime:
                  lb_dump: str | None = None, lb_auto: bool = False,
                  restart: str | InMemory | None = None, checkpoint_every: float | None = None,
                  checkpoint_dir: str | None = None, ft: bool = False,
-                 trace: str | None = None):
+                 trace: str | None = None, pool_bytes: int = POOL_BYTES):
         if not (0 <= poll_spin and 0 < poll_max):
             raise UsageError("poll_spin must be >= 0 and poll_max > 0 (seconds)")
         if not (isinstance(shm_bytes, int) and shm_bytes >= 0):
             raise UsageError(f"shm_bytes must be a whole number of bytes >= 0, not {shm_bytes!r}")
         self.ft = ft  # a dead peer raises PeFailureError from run() (shoal.runtime.recovery)
-        self.net = Transport(comm, 0 if ft else shm_bytes)
+        if not (isinstance(pool_bytes, int) and pool_bytes >= 0):
+            raise UsageError(f"pool_bytes must be a whole number of bytes >= 0, not "
+                             f"{pool_bytes!r}")
+        self.net = Transport(comm, 0 if ft else shm_bytes, pool_bytes)
         _precise_sleep()
         self.pe: int = self.net.rank
         self.npes: int = self.net.size
