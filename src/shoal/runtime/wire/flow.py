@@ -12,11 +12,12 @@ Windows: a sender counts what it sends to each destination in units (a message, 
 per ``UNIT`` bytes that go by MPI: buffers in a shared segment are bounded by the segment).
 The message that uses up the ``WINDOW`` units of a window goes by ``MPI_Issend``, which
 completes only once the receiver has received it; before it sends the message that closes
-the next window, the sender waits for that one. So at most two windows, about 64 messages
-or 4 MiB, are outstanding from one PE to another, below the 64 messages MPICH's shared
-memory takes from one sender before its ``MPI_Send`` blocks, and the sender's own memory
-stays flat too. No acknowledgement messages: the receiver does nothing but receive, which
-it does anyway.
+the next window, the sender waits for that one. So at most two windows, 128 messages or
+8 MiB, are outstanding from one PE to another (what MPICH holds for a PE is bounded by its
+senders' windows), and the sender's own memory stays flat too. No acknowledgement messages:
+the receiver does nothing but receive, which it does anyway. Smaller windows made PEs wait
+more often on a shared machine (4 PEs on 2 cores: 32 messages cost 10^6 messages about
+1.5x the time of 64 or 256, whose times were within the machine's noise).
 
 A PE waiting for a window never stops receiving: it takes every envelope that arrives and
 sets it aside (``held``, their bytes as received, about 200 B each), to be handled in order
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from mpi4py import MPI
 
 UNIT = 65536  # bytes by MPI that count as one more message in a window
-WINDOW = 32  # units per window: a sender has at most two windows outstanding to a receiver
+WINDOW = 64  # units per window: a sender has at most two windows outstanding to a receiver
 SPIN = 1e-4  # seconds a waiting sender polls before it starts sleeping
 NAP_MAX = 1e-3  # the longest sleep between two looks
 

@@ -84,6 +84,7 @@ class Transport:
         self._credit = [WINDOW] * self.size
         self._open: dict[int, tuple[MPI.Request, bytes]] = {}
         self.flow = Flow(self.comm)
+        self._held = self.flow.held
         self.shm_peers = frozenset(() if self.arena is None else self.arena.base)
 
     def _out_of_band(self, buf: pickle.PickleBuffer) -> bool:
@@ -194,8 +195,8 @@ class Transport:
     def poll(self) -> tuple[Any, ...] | None:
         """One envelope that has arrived (those set aside while this PE waited for a
         window first), or None."""
-        if self.flow.held:
-            return self._decode(*self.flow.held.popleft())
+        if self._held:
+            return self._decode(*self._held.popleft())
         status = self._status
         msg = self._improbe(self._any, self._anytag, status)
         if msg is None:
