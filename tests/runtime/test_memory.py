@@ -28,3 +28,8 @@ def test_two_pes_flooding_each_other_finish_in_order_without_growing_per_message
 def test_a_cycle_of_pes_flooding_the_next_one_makes_progress_and_keeps_order():
     waits = run_ok("memory", 4, "ring")["ring"]
     assert sum(waits) > 0
+
+
+def test_single_migrate_calls_of_one_turn_move_in_one_batch():
+    calls = run_ok("memory", 2, "single_migrates")["single_migrates"]
+    assert calls == [1, 0]  # before: one migrate_many (a pass over the queue) per element

@@ -471,6 +471,9 @@ class Runtime:
                 return
 
     def _run_invoke(self, slot: Slot, env: tuple) -> None:
+        if slot.migrate_to is not None and not slot.active:  # it asked to move: it moves
+            self.migration.move_first(slot, self.run_invoke, env, env[I_PRIO])  # first
+            return
         name = env[I_METHOD]
         self.work = (slot, name)
         self.current = slot

@@ -104,5 +104,64 @@ async def ring():
     return [g[3] for g in got]
 
 
+class Mover(shoal.Chare):
+    def __init__(self):
+        self.got = 0
+        self.arrivals = 0
+
+    def go(self, pe):
+        self.migrate(pe)
+
+    def take(self, k):
+        assert k == self.got, (self.thisIndex, k, self.got)
+        self.got += 1
+
+    def on_migrated(self):
+        self.arrivals += 1
+
+    def where(self):
+        return shoal.my_pe(), self.got, self.arrivals
+
+
+class Counter(shoal.Chare):
+    """One per PE: counts the calls of its PE's migrate_many."""
+
+    def wrap(self):
+        migration = current().migration
+        plain = migration.migrate_many
+        self.calls = 0
+
+        def counted(moves, step=0):
+            self.calls += 1
+            return plain(moves, step)
+
+        migration.migrate_many = counted
+
+    def calls_made(self):
+        return self.calls
+
+
+def on_pe0(index, dims, npes):
+    return 0
+
+
+async def single_migrates():
+    """2000 elements on PE 0 each call ``self.migrate(1)`` in one broadcast, while main
+    sends each of them 3 numbered messages: they move in one batch (one migrate_many on PE
+    0, not one per element), every message arrives in order, on_migrated runs once each."""
+    n = 2000
+    counter = shoal.Group(Counter)
+    await counter.wrap(ret=True)
+    m = shoal.Array(Mover, n, map=on_pe0)
+    m.go(1)
+    for k in range(3):
+        for i in range(n):
+            m[i].take(k)
+    await shoal.quiescence()
+    assert await m.where(ret=True) == [(1, 3, 1)] * n
+    calls = await counter.calls_made(ret=True)
+    return calls
+
+
 if __name__ == "__main__":
-    main({"pool": pool, "mutual": mutual, "ring": ring})
+    main({"pool": pool, "mutual": mutual, "ring": ring, "single_migrates": single_migrates})

@@ -57,6 +57,9 @@ class Broadcasts:
 
     def _run(self, slot: Slot, env: tuple) -> None:
         _, cid, num, name, args, kwargs, prio, ret = env
+        if slot.migrate_to is not None and not slot.active:  # it asked to move: it moves
+            self.rt.migration.move_first(slot, self.run_bcast, env, prio)  # first
+            return
         self.rt._run_invoke(slot, (INVOKE, cid, slot.index, name, args, kwargs, None, 0, prio,
                                    BroadcastReturn(cid, num) if ret else None, self.rt.pe, 0))
 
