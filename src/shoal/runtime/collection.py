@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from shoal.runtime.maps import ArrayMap
 
 HISTORY = 256  # broadcasts a PE keeps to replay to elements that migrate in behind them
+# (more while elements that left it may still need them: see collectives.broadcast)
 
 
 class Slot:
@@ -29,7 +30,7 @@ class Slot:
     ``ooo`` holds messages that arrived ahead of it, so that messages between two elements
     are delivered in the order they were sent whatever path they took. ``out[dst]`` numbers
     the messages this element sends. ``redno`` counts its contributions, ``bcast`` the
-    broadcasts it has received.
+    broadcasts it has received in order (``held``: those that came ahead of a gap).
     """
 
     __slots__ = (
@@ -39,6 +40,7 @@ class Slot:
         "chan",
         "coll",
         "expected",
+        "held",
         "index",
         "key",
         "lb_mark",
@@ -65,6 +67,9 @@ class Slot:
         self.out: dict[tuple[int, tuple[int, ...]], list[int]] = {}  # dst -> [messages, bytes]
         self.redno = 0
         self.bcast = 0
+        # broadcasts that reached it ahead of their turn (number -> BCAST envelope), after
+        # it migrated to a PE far ahead of the one it left (see collectives.broadcast)
+        self.held: dict[int, tuple[Any, ...]] | None = None
         self.active = 0  # suspended coroutines
         self.migrate_to: int | None = None  # where to move once its calls have returned
         self.chan: dict[tuple[Any, ...], deque[Any]] = {}  # channel key -> values arrived
@@ -80,11 +85,12 @@ class Slot:
     def pack(self, queued: list[Any]) -> tuple[Any, ...]:
         """The migrating state (the object itself travels beside it)."""
         return (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan,
-                self.stats, self.lb_mark, self.sync, queued)
+                self.stats, self.lb_mark, self.sync, queued, self.held)
 
     def unpack(self, state: tuple[Any, ...]) -> list[Any]:
         (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan, self.stats,
-         self.lb_mark, self.sync, queued) = state
+         self.lb_mark, self.sync, queued, *held) = state  # (checkpoints before held: none)
+        self.held = held[0] if held else None
         return queued
 
 
@@ -116,7 +122,7 @@ class Collection:
         self.absent: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}
         self.deleted: set[tuple[int, ...]] = set()  # home: elements deleted
         self.bcast_count = 0
-        self.history: deque[tuple[Any, ...]] = deque(maxlen=HISTORY)  # BCAST envelopes
+        self.history: deque[tuple[Any, ...]] = deque()  # BCAST envelopes, numbers in a row
         # reductions: this PE's partial results, and how many local elements are done
         self.partial: dict[int, list[Any]] = {}  # [value, count, reducer, target]
         self.done: dict[int, int] = {}

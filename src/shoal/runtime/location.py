@@ -152,7 +152,7 @@ class Location:
         if index in coll.local:
             raise UsageError(f"element {list(index)} of {coll.cls.__name__} already exists")
         slot = self.construct(coll, index, args, start, bcast)
-        self.arrived(coll, [slot])
+        self.arrived(coll, [slot], None)
 
     def delete(self, proxy: CollectionProxy, index: tuple) -> None:
         """Send element ``index`` its deletion (ordered after the caller's earlier messages)."""
@@ -208,13 +208,15 @@ class Location:
         rt.broadcasts.size_changed(coll, last, delta)
 
     # ----------------------------------------------------------------- locations
-    def arrived(self, coll: Collection, slots: list[Slot]) -> None:
-        """Elements were created or migrated here: deliver the broadcasts each missed and
-        tell their homes (one message per home PE)."""
+    def arrived(self, coll: Collection, slots: list[Slot], fetches: list[tuple] | None
+                ) -> None:
+        """Elements were created or migrated here: deliver the broadcasts each missed (those
+        forgotten here go into ``fetches``, see ``Broadcasts.catch_up``) and tell their homes
+        (one message per home PE)."""
         rt = self.rt
         homes: dict[int, list[tuple]] = {}
         for slot in slots:
-            rt.broadcasts.catch_up(coll, slot)
+            rt.broadcasts.catch_up(coll, slot, fetches)
             homes.setdefault(coll.home(slot.index), []).append(slot.index)
         for h, indices in homes.items():
             if h == rt.pe:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from shoal.errors import UsageError
 from shoal.runtime.chare import Chare
 from shoal.runtime.collection import Collection, Slot
-from shoal.runtime.protocol import B_PRIO, BCAST, I_PRIO, MIGRATE
+from shoal.runtime.protocol import B_PRIO, BCAST, BCAST_FETCH, I_PRIO, MIGRATE
 
 CHUNK = 250  # elements per MIGRATE envelope: the receiver unpacks one while the next is packed
 
@@ -114,6 +114,7 @@ class Migration:
             return {}
         taken = rt.queue.take(slot for slot, _ in batch)
         out: dict[int, list[tuple]] = {}
+        bcasts: dict[int, list[tuple[int, int]]] = {}  # dest -> (cid, bcast) of each
         touched: dict[int, Collection] = {}
         for slot, dest in batch:
             coll = slot.coll
@@ -124,30 +125,47 @@ class Migration:
             rt.reductions.element_left(coll, slot)
             slot.obj.__dict__.pop("_slot", None)  # (no copy of the dict when pickled)
             out.setdefault(dest, []).append(packed(slot, queued))
+            bcasts.setdefault(dest, []).append((coll.cid, slot.bcast))
             touched[coll.cid] = coll
         for dest, items in out.items():
-            for k in range(0, len(items), CHUNK):
-                rt.send(dest, (MIGRATE, items[k:k + CHUNK], step))
+            self._send(dest, items, bcasts[dest], step)
         for coll in touched.values():
             rt.reductions.recheck(coll)
         return {dest: len(items) for dest, items in out.items()}
 
-    def on_migrate(self, env: tuple) -> None:
-        _, items, step = env
-        self.arrive(items, step)
+    def _send(self, dest: int, items: list[tuple], bcasts: list[tuple[int, int]],
+              step: int) -> None:
+        """Packed elements to PE ``dest``, ``CHUNK`` to an envelope; each envelope pins the
+        broadcasts after the lowest ``bcast`` of its elements (``bcasts``: their ``(cid,
+        bcast)``; see collectives.broadcast)."""
+        rt = self.rt
+        for k in range(0, len(items), CHUNK):
+            lows: dict[int, int] = {}
+            for cid, bcast in bcasts[k:k + CHUNK]:
+                lows[cid] = min(lows.get(cid, bcast), bcast)
+            token = rt.broadcasts.pin(lows)
+            rt.send(dest, (MIGRATE, items[k:k + CHUNK], step, rt.pe, token))
 
-    def arrive(self, items: list[tuple], step: int = 0) -> None:
-        """Elements arrive (migrated, or read from a checkpoint): each is rebuilt with its
-        queue, then runs ``on_migrated()``."""
+    def on_migrate(self, env: tuple) -> None:
+        _, items, step, src, token = env
+        self.arrive(items, step, src, token)
+
+    def arrive(self, items: list[tuple], step: int = 0, src: int | None = None,
+               token: int | None = None) -> None:
+        """Elements arrive (migrated from PE ``src`` in its envelope ``token``, or read from
+        a checkpoint): each is rebuilt with its queue, then runs ``on_migrated()``; ``src``
+        is told which broadcasts they lack here (see collectives.broadcast)."""
         rt = self.rt
         arrived: dict[int, list[Slot]] = {}
         for item in items:
-            coll = rt.collection(item[0], (MIGRATE, [item], 0))
+            # (the collection is not here yet: neither are its broadcasts, none is lacking)
+            coll = rt.collection(item[0], (MIGRATE, [item], 0, src, None))
             if coll is not None:
                 arrived.setdefault(coll.cid, []).append(self._arrive(coll, item))
+        fetches: list[tuple] | None = [] if token is not None else None
         for cid, slots in arrived.items():
             coll = rt.colls[cid]
-            rt.location.arrived(coll, slots)
+            rt.location.arrived(coll, slots, fetches)
             if coll.cls.on_migrated is Chare.on_migrated:
                 continue  # the class does not define it: nothing to run
             for slot in slots:
@@ -156,6 +174,8 @@ class Migration:
                 rt.leave(saved)
         if step:
             rt.balancer.arrived(step, len(items))
+        if token is not None:
+            rt.send(src, (BCAST_FETCH, token, fetches))
 
     def _arrive(self, coll: Collection, item: tuple) -> Slot:
         """Rebuild one element with its queued messages and those that may now follow."""

@@ -47,6 +47,7 @@ MIGRATE = _kind("MIGRATE", "migration.on_migrate", counted=True)
 BCAST_REQ = _kind("BCAST_REQ", "broadcasts.on_bcast_req", counted=True)
 BCAST = _kind("BCAST", "broadcasts.on_bcast", counted=True)
 RET = _kind("RET", "broadcasts.on_ret", counted=True)
+BCAST_FETCH = _kind("BCAST_FETCH", "broadcasts.on_fetch", counted=True)
 RED = _kind("RED", "reductions.on_red", counted=True)
 QD_START = _kind("QD_START", "quiescence.on_start", counted=True)
 LB_COLLECT = _kind("LB_COLLECT", "balancer.on_collect", counted=True)
@@ -88,8 +89,9 @@ I_CID, I_INDEX, I_METHOD, I_ARGS, I_KWARGS, I_SRC, I_SEQ, I_PRIO, I_FUT, I_SENDE
 B_NUM, B_PRIO = 2, 6
 
 ARITY = 4  # of the spanning trees over PEs
-CHANNEL = "_shoal_channel"  # the Chare methods that carry channel data and deletions
-DELETE = "_shoal_delete"
+CHANNEL = "_shoal_channel"  # the Chare methods that carry channel data, deletions and
+DELETE = "_shoal_delete"  # broadcasts replayed to an element that migrated
+REPLAY = "_shoal_replay"
 
 
 def handler_table(owner: object) -> tuple:
