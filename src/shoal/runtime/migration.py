@@ -174,7 +174,7 @@ class Migration:
                 rt.leave(saved)
         if step:
             rt.balancer.arrived(step, len(items))
-        if token is not None:
+        if src is not None and token is not None:
             rt.send(src, (BCAST_FETCH, token, fetches))
 
     def _arrive(self, coll: Collection, item: tuple) -> Slot:

@@ -101,9 +101,10 @@ class Broadcasts:
         push, run = self.rt.push, self.run_bcast
         push(env[B_PRIO], run, slot, env)
         if held:
-            while (env := held.pop(num + 1, None)) is not None:
+            while num + 1 in held:
                 num += 1
-                push(env[B_PRIO], run, slot, env)
+                nxt = held.pop(num)
+                push(nxt[B_PRIO], run, slot, nxt)
             if not held:
                 slot.held = None
         slot.bcast = num
