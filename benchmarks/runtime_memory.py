@@ -20,9 +20,12 @@ figure:
   issue's case).
 - ``migrate``: ``--elements`` elements on PE 0 each call ``self.migrate(1)`` in one
   broadcast (single migrate() calls in one turn). Figure: seconds until PE 1 holds them all.
+- ``temporary``: main creates ``--collections`` arrays of 4 elements one after another,
+  calls one element of each and destroys it (``shoal.destroy``); ``temporary_kept``: the
+  same without destroying. Figure: PE 0's growth.
 
 Usage: python benchmarks/runtime_memory.py [--cases pool_large,...] [--size 512MiB]
-       [--elements 10000] [--runs 1]
+       [--elements 10000] [--collections 100000] [--runs 1]
 (a case on its own: mpiexec -n P python benchmarks/runtime_memory.py --job CASE)
 """
 
@@ -41,7 +44,7 @@ from shoal.runtime.context import current
 
 MIB = 1 << 20
 CASES = {"pool_large": 2, "pool_small": 2, "queued": 4, "flood": 2, "mutual": 2,
-         "roundtrip": 2, "migrate": 2}  # case -> PEs
+         "roundtrip": 2, "migrate": 2, "temporary": 2, "temporary_kept": 2}  # case -> PEs
 
 
 def rss() -> tuple[float, float]:
@@ -178,7 +181,22 @@ async def migrate(args):
     return {"elements": args.elements, "seconds": time.perf_counter() - t0}
 
 
-JOBS = {"pool_large": pool_large, "pool_small": pool_small, "queued": queued,
+async def temporary(args, keep=False):
+    for k in range(args.collections):
+        arr = shoal.Array(Sink, 4)
+        await arr[k % 4].done(ret=True)
+        if not keep:
+            await shoal.destroy(arr)
+        if k % 10_000 == 0:
+            print(f"[{k}/{args.collections} collections]", file=sys.stderr, flush=True)
+    return {"collections": args.collections}
+
+
+async def temporary_kept(args):
+    return await temporary(args, keep=True)
+
+
+JOBS = {"temporary": temporary, "temporary_kept": temporary_kept, "pool_large": pool_large, "pool_small": pool_small, "queued": queued,
         "flood": flood, "mutual": mutual, "roundtrip": roundtrip, "migrate": migrate}
 
 
@@ -204,12 +222,13 @@ def launch(case, args):
     from shoal.launch import mpiexec
 
     cmd = [*mpiexec(), "-n", str(CASES[case]), sys.executable, __file__, "--job", case,
-           "--size", str(args.size), "--elements", str(args.elements)]
+           "--size", str(args.size), "--elements", str(args.elements), "--collections",
+           str(args.collections)]
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=7200)
     wall = time.perf_counter() - t0
     if out.returncode != 0:
-        raise RuntimeError(f"{case} failed:\n{out.stderr[-3000:]}")
+        raise RuntimeError(f"{case} failed (its stderr is above)")
     res = json.loads(next(x for x in out.stdout.splitlines() if x.startswith("{")))
     res["wall"] = wall
     return res
@@ -221,6 +240,9 @@ def figure(res):
     grow = [peak - base for base, peak in mem]
     if case in ("pool_large", "pool_small"):
         return grow[1], f"PE 1 grew {grow[1]:.0f} MiB"
+    if case.startswith("temporary"):
+        return grow[0], (f"PE 0 grew {grow[0]:.0f} MiB for {fig['collections']} "
+                         f"collections")
     if case in ("queued", "flood", "mutual"):
         per = sum(grow) * MIB / fig["messages"]
         return per, f"{per:.0f} B per message (growth summed over PEs)"
@@ -238,6 +260,8 @@ def main():
     ap.add_argument("--size", type=parse_size, default=512 * MIB,
                     help="roundtrip: the array's size (e.g. 512MiB, 2.5GiB)")
     ap.add_argument("--elements", type=int, default=10_000, help="migrate: elements")
+    ap.add_argument("--collections", type=int, default=100_000,
+                    help="temporary: collections made one after another")
     ap.add_argument("--runs", type=int, default=1, help="jobs per case")
     ap.add_argument("--job", choices=sorted(CASES))
     args = ap.parse_args()

@@ -13,6 +13,7 @@ from shoal.runtime import (
     Runtime,
     checkpoint,
     create,
+    destroy,
     exit,
     future,
     iteration,
@@ -28,5 +29,5 @@ from shoal.runtime import (
 
 __all__ = ["Array", "Channel", "Chare", "CheckpointError", "Future", "Group", "Reducer",
            "Runtime", "ShoalError", "UsageError", "WireError", "__version__", "checkpoint",
-           "create", "exit", "future", "iteration", "lb_history", "my_pe", "num_pes",
+           "create", "destroy", "exit", "future", "iteration", "lb_history", "my_pe", "num_pes",
            "quiescence", "restored", "sleep", "start", "stats"]

@@ -6,6 +6,7 @@ from shoal.runtime.api import (
     Group,
     checkpoint,
     create,
+    destroy,
     exit,
     future,
     iteration,
@@ -25,5 +26,5 @@ from shoal.runtime.pe import Runtime
 from shoal.runtime.reducers import Reducer
 
 __all__ = ["Array", "Channel", "Chare", "Future", "Group", "Reducer", "Runtime", "checkpoint",
-           "create", "exit", "future", "iteration", "lb_history", "my_pe", "num_pes",
+           "create", "destroy", "exit", "future", "iteration", "lb_history", "my_pe", "num_pes",
            "quiescence", "restored", "sleep", "start", "stats"]

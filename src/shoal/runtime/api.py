@@ -144,6 +144,14 @@ def create(cls: type[Chare], *, args: Iterable[Any] = (), pe: int = 0) -> Elemen
     return rt.location.create("array", cls, (1,), None, tuple(args), OnPE(pe))[0]
 
 
+def destroy(proxy: CollectionProxy) -> Future:
+    """``await shoal.destroy(arr)``: destroy a chare array, group or single chare's
+    collection on every PE, freeing its elements and everything the runtime kept for it;
+    messages to it still queued or in flight are dropped, and a call to it afterwards is a
+    :class:`~shoal.errors.UsageError`. Resolves once every PE has dropped it."""
+    return current().location.destroy(proxy)
+
+
 def future() -> Future:
     """A new future owned by this PE: pass it in a message, ``await`` it here."""
     return current().future()

@@ -360,7 +360,7 @@ class Runtime:
         """The collection, or None after parking ``env`` until its creation arrives here
         (the creation travels down a tree; a message about it may overtake it)."""
         coll = self.colls.get(cid)
-        if coll is None:
+        if coll is None and cid not in self.location.destroyed:  # (destroyed: dropped)
             self.early.setdefault(cid, []).append(env)
         return coll
 
@@ -382,6 +382,8 @@ class Runtime:
         if isinstance(target, ElementProxy):
             self.invoke(target.cid, target.index, name, args, kwargs, prio, fut)
         elif isinstance(target, CollectionProxy):
+            if target.cid in self.location.destroyed:
+                raise self.location.gone(target.cid)
             self.send(0, (BCAST_REQ, target.cid, name, args, kwargs, prio, fut))
         else:
             raise UsageError(f"cannot send to {target!r}: not a proxy")
@@ -413,8 +415,8 @@ class Runtime:
         if slot is not None:
             self.accept(slot, env)
             return
-        if coll is None:  # its creation has not reached this PE yet
-            self.early.setdefault(cid, []).append(env)
+        if coll is None:  # its creation has not reached this PE yet (or it is destroyed)
+            self._early_invoke(env, out, dst)
             return
         dest = coll.cache.get(index)
         if dest is None:  # believe it is at home until told otherwise
@@ -427,11 +429,23 @@ class Runtime:
         self.created += 1
         stat[1] += nbytes
 
+    def _early_invoke(self, env: tuple, out: dict, dst: tuple) -> None:
+        """A call to a collection not created here yet waits for its creation; one to a
+        destroyed collection is the caller's error (its number is not used)."""
+        cid = env[I_CID]
+        if cid in self.location.destroyed:
+            out[dst][0] -= 1
+            if not out[dst][0]:
+                del out[dst]
+            raise self.location.gone(cid)
+        self.early.setdefault(cid, []).append(env)
+
     def on_invoke(self, env: tuple) -> None:
         cid = env[I_CID]
         coll = self.colls.get(cid)
         if coll is None:
-            self.early.setdefault(cid, []).append(env)
+            if cid not in self.location.destroyed:  # (destroyed: sent before it knew)
+                self.early.setdefault(cid, []).append(env)
             return
         slot = coll.local.get(env[I_INDEX])
         if slot is None:
@@ -529,8 +543,9 @@ class Runtime:
         if fid not in self.futures:  # a second value: name who sent it, not what runs here
             pe, key, what = sender
             self.work = None
-            if key is not None:
-                what = f"{self.colls[key[0]].cls.__name__}{list(key[1])}.{what}"
+            coll = None if key is None else self.colls.get(key[0])
+            if coll is not None:
+                what = f"{coll.cls.__name__}{list(key[1])}.{what}"
             raise UsageError(f"future {fid} of PE {self.pe} received a second value from "
                              f"PE {pe}, {what}")
         self.resolve(self.pe, fid, value)

@@ -157,8 +157,9 @@ class Broadcasts:
         elements lack; sent as soon as this PE has them, then the pin is released."""
         _, token, fetches = env
         for cid, index, lo, hi in fetches:
-            self.waiting.setdefault(cid, []).append([token, index, lo, hi])
-        for cid in {f[0] for f in fetches}:
+            if cid in self.rt.colls:  # (not destroyed meanwhile)
+                self.waiting.setdefault(cid, []).append([token, index, lo, hi])
+        for cid in {f[0] for f in fetches if f[0] in self.waiting}:
             self._serve(self.rt.colls[cid])
         if not any(w[0] == token for ws in self.waiting.values() for w in ws):
             self.pins.pop(token, None)
@@ -186,6 +187,10 @@ class Broadcasts:
         for token in {w[0] for w in done} - tokens:
             self.pins.pop(token, None)
 
+    def forget(self, cid: int) -> None:
+        """Collection ``cid`` was destroyed: no replay of it waits here."""
+        self.waiting.pop(cid, None)
+
     def replay(self, slot: Slot, envs: list[tuple]) -> None:
         """The broadcasts an element lacked, from the PE it left."""
         for env in envs:
@@ -194,7 +199,9 @@ class Broadcasts:
     # ----------------------------------------------------------------- ret=True
     def on_ret(self, env: tuple) -> None:
         _, cid, num, index, value = env
-        coll = self.rt.colls[cid]
+        coll = self.rt.colls.get(cid)
+        if coll is None:  # destroyed
+            return
         coll.rets[num][1][index] = value
         self._ret_check(coll, num)
 
