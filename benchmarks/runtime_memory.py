@@ -196,8 +196,9 @@ async def temporary_kept(args):
     return await temporary(args, keep=True)
 
 
-JOBS = {"temporary": temporary, "temporary_kept": temporary_kept, "pool_large": pool_large, "pool_small": pool_small, "queued": queued,
-        "flood": flood, "mutual": mutual, "roundtrip": roundtrip, "migrate": migrate}
+JOBS = {"pool_large": pool_large, "pool_small": pool_small, "queued": queued,
+        "flood": flood, "mutual": mutual, "roundtrip": roundtrip, "migrate": migrate,
+        "temporary": temporary, "temporary_kept": temporary_kept}
 
 
 def job(case, args):
