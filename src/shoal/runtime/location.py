@@ -48,8 +48,6 @@ class Location:
     """The location manager of one PE."""
 
     def __init__(self, rt: Runtime):
-        if rt.npes > 1 << PE_BITS:
-            raise UsageError(f"shoal runs on at most {1 << PE_BITS} PEs (got {rt.npes})")
         self.rt = rt
         self.ncoll = 0  # collections created by this PE
         self.destroyed: set[int] = set()  # ids of destroyed collections (calls to them fail)
@@ -85,6 +83,8 @@ class Location:
         its collections above its PE number (Python ints do not wrap; skipping the ids of
         collections restored from a checkpoint of the former layout, PE above count)."""
         rt = self.rt
+        if rt.npes > 1 << PE_BITS:
+            raise UsageError(f"collections need at most {1 << PE_BITS} PEs (got {rt.npes})")
         while True:
             cid = (self.ncoll << PE_BITS) | rt.pe
             self.ncoll += 1
