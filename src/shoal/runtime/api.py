@@ -16,12 +16,15 @@ from shoal.runtime.futures import Future
 from shoal.runtime.maps import OnPE
 from shoal.runtime.pe import Runtime
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
+from shoal.runtime.startup import arm, handshake
 
 if TYPE_CHECKING:
     from mpi4py import MPI
 
     from shoal.runtime.chare import Chare
     from shoal.runtime.maps import ArrayMap
+
+arm()  # in an MPI rank: one that ends before shoal.start ends the job (runtime.startup)
 
 
 def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = None,
@@ -44,6 +47,7 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     version-mismatched checkpoint raises :class:`~shoal.errors.CheckpointError` here."""
     from mpi4py import MPI
 
+    from shoal.launch import register_pe
     from shoal.runtime.shards import read_manifest
     from shoal.supervise import arm_kills
 
@@ -53,7 +57,10 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     if restart is not None:
         read_manifest(restart)  # refused on every rank before the runtime starts
         options["restart"] = os.fspath(restart)
-    comm = MPI.COMM_WORLD if comm is None else comm
+    if comm is None:
+        comm = MPI.COMM_WORLD
+        register_pe(comm.Get_rank())  # shoal run names it if it is killed
+        handshake(comm)  # every rank is here, or the job ends (see runtime.startup)
     if not options.get("ft"):
         rt = Runtime(comm, **options)
         arm_kills(rt.pe)  # shoal run --kill: a failure injected into this PE
