@@ -118,8 +118,8 @@ class Transport:
         nbytes += len(data)
         credit = self._credit
         if not oob and len(data) <= EAGER:
-            left = credit[dest] - 1
-            if left > 0:
+            left = credit[dest] - 1  # (>= 0: a window's credit is positive)
+            if left:
                 credit[dest] = left
                 self._bsend(data, dest, tag)  # returns once MPI has copied it: no request
             else:
