@@ -16,8 +16,9 @@ figure:
 - ``mutual``: two elements, on PE 0 and PE 1, each send the other 3x10^5 small messages in
   one entry method (two PEs that flood each other). Figure: the growth of both.
 - ``roundtrip``: a float64 array of ``--size`` goes PE 0 -> PE 1 -> PE 0 (returned by the
-  entry method). Figure: each PE's peak over the array's size (``--size 2.5GiB`` for the
-  issue's case).
+  entry method), and main drops the copy it got back. Figure: each PE's peak over the
+  array's size (2x is the floor on PE 0: the original and the copy), and what each PE
+  still holds afterwards (``--size 2.5GiB`` for the issue's case).
 - ``migrate``: ``--elements`` elements on PE 0 each call ``self.migrate(1)`` in one
   broadcast (single migrate() calls in one turn). Figure: seconds until PE 1 holds them all.
 - ``temporary``: main creates ``--collections`` arrays of 4 elements one after another,
@@ -64,7 +65,8 @@ class Probe(shoal.Chare):
         self.start = rss()[0]
 
     def report(self):
-        return (self.start, rss()[1])
+        now, peak = rss()
+        return (self.start, peak, now)
 
 
 class Sink(shoal.Chare):
@@ -238,7 +240,7 @@ def launch(case, args):
 def figure(res):
     """The case's figure, as text."""
     case, mem, fig = res["case"], res["mem"], res["figures"]
-    grow = [peak - base for base, peak in mem]
+    grow = [peak - base for base, peak, _ in mem]
     if case in ("pool_large", "pool_small"):
         return grow[1], f"PE 1 grew {grow[1]:.0f} MiB"
     if case.startswith("temporary"):
@@ -248,10 +250,12 @@ def figure(res):
         per = sum(grow) * MIB / fig["messages"]
         return per, f"{per:.0f} B per message (growth summed over PEs)"
     if case == "roundtrip":
-        ratio = max(peak for _, peak in mem) * MIB / fig["bytes"]
+        ratio = max(peak for _, peak, _ in mem) * MIB / fig["bytes"]
         return ratio, (f"peak {ratio:.2f}x the array ({fig['bytes'] / MIB:.0f} MiB); "
                        f"per PE " + ", ".join(f"{peak * MIB / fig['bytes']:.2f}x"
-                                               for _, peak in mem))
+                                               for _, peak, _ in mem)
+                       + "; resident after the trip: "
+                       + ", ".join(f"{now:.0f}" for *_, now in mem) + " MiB")
     return fig["seconds"], f"{fig['elements']} elements in {fig['seconds']:.2f} s"
 
 
@@ -280,7 +284,7 @@ def main():
             res = launch(case, args)
             value, text = figure(res)
             figs.append(value)
-            mem = "  ".join(f"PE{p} {b:.0f}->{h:.0f}" for p, (b, h) in enumerate(res["mem"]))
+            mem = "  ".join(f"PE{p} {b:.0f}->{h:.0f}" for p, (b, h, _) in enumerate(res["mem"]))
             print(f"{case:10} {text}; MiB base->peak: {mem}; job {res['wall']:.1f} s",
                   flush=True)
         if args.runs > 1:

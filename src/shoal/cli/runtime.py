@@ -64,7 +64,9 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     SHOAL_LB_DUMP, SHOAL_TRACE, SHOAL_RESTART, SHOAL_CHECKPOINT_EVERY and
     SHOAL_CHECKPOINT_DIR, or pass lb=, lb_auto=, lb_period=, lb_dump=, trace=, restart=,
     checkpoint_every= and checkpoint_dir= to shoal.start). Everything after PROGRAM is the
-    program's (shoal run -n 2 prog.py -n 3: the program sees -n 3)."""
+    program's (shoal run -n 2 prog.py -n 3: the program sees -n 3). A rank that ends
+    before shoal.start ends the job with its exit code; a rank killed by a signal is named
+    by its PE and host."""
     from shoal.units import parse_duration
 
     limit = None if timeout is None else parse_duration(timeout, "--timeout")
