@@ -263,6 +263,7 @@ class Location:
             for fut in rt.futures.values():  # suspended coroutines of its elements
                 if fut.waiters:
                     fut.waiters = [t for t in fut.waiters if id(t.slot) not in slots]
+            coll.local.clear()  # (an element that asked to move stays where it is)
         rt.processed += sum(map(len, coll.absent.values()))  # (counted at the home)
         if rt.pe == 0 and coll.at_sync:
             rt.balancer.collection_destroyed(cid)
