@@ -16,6 +16,7 @@ from shoal.runtime import (
     broadcast_globals,
     checkpoint,
     create,
+    destroy,
     exit,
     future,
     iteration,
@@ -34,7 +35,7 @@ from shoal.runtime import (
 from shoal.runtime.pool import pool
 
 __all__ = ["Aggregator", "Array", "Channel", "Chare", "CheckpointError", "Future", "Group",
-           "Reducer", "RemoteError", "Runtime", "ShoalError", "UsageError",
-           "WireError", "__version__", "broadcast_globals", "checkpoint", "create", "exit",
+           "Reducer", "RemoteError", "Runtime", "ShoalError", "UsageError", "WireError",
+           "__version__", "broadcast_globals", "checkpoint", "create", "destroy", "exit",
            "future", "iteration", "iwait", "lb_history", "my_pe", "num_pes", "pool",
            "quiescence", "restored", "run_on_all", "sleep", "start", "stats", "when"]

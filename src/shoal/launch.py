@@ -8,20 +8,29 @@ MPICH keeps its shared-memory segments in ``/dev/shm/mpich_shm_*`` files that th
 remove when they finish; a job that dies leaves them (a few MB each). The launcher removes
 the ones its job left: the files that appeared while the job ran and that no live process
 maps or holds open (:func:`removing_shm_leftovers`).
+
+When a rank dies (``kill -9``), MPICH's launcher names a process id and a host, not always
+the one that died first (it may name one it killed after). So each rank of ``shoal run``
+notes its PE in the job directory (:func:`register_pe`), the launcher watches those of its
+host and passes the job's output through, and when the job ends by a signal it prints
+``shoal: PE 1 (host h, pid p) died first; the job ended by signal 9 (SIGKILL)``.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import select
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -94,8 +103,11 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
     launcher = (env or {}).get("SHOAL_MPIEXEC")
     cmd = [*(shlex.split(launcher) if launcher else mpiexec()), "-n", str(nprocs),
            sys.executable, *argv]
-    with removing_shm_leftovers(), subprocess.Popen(cmd, env=env) as job, \
-            _forward_signals(job):
+    jobdir = (env or os.environ).get("SHOAL_JOBDIR")
+    with removing_shm_leftovers(), subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE
+                                                    ) as job, _forward_signals(job):
+        relay = _Relay(job.stdout)
+        deaths = _Deaths(Path(jobdir, "pes")) if jobdir else None
         try:
             code = job.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -103,7 +115,152 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
             job.wait()
             raise UsageError(f"the MPI job did not finish within {timeout:.0f} s and was "
                              f"killed: {shlex.join(cmd)}") from None
+        finally:
+            relay.join()
+            if deaths is not None:
+                deaths.stop()
+    if code:
+        said = killed_rank(relay.tail(), None if deaths is None else deaths.first(), jobdir)
+        if said:
+            sys.stderr.write(f"shoal: {said}\n")
+            sys.stderr.flush()
     return subprocess.CompletedProcess(cmd, code)
+
+
+class _Relay:
+    """Copies the job's output to this process's as it comes (not line by line: a
+    progress bar's partial lines pass at once), keeping its last bytes."""
+
+    KEEP = 16384
+
+    def __init__(self, pipe: Any):
+        self.pipe = pipe
+        self.kept = b""
+        self.thread = threading.Thread(target=self._copy, daemon=True)
+        self.thread.start()
+
+    def _copy(self) -> None:
+        fd, write = self.pipe.fileno(), _stdout_writer()
+        while data := os.read(fd, 65536):
+            write(data)
+            self.kept = (self.kept + data)[-self.KEEP:]
+
+    def join(self) -> None:
+        self.thread.join()
+
+    def tail(self) -> str:
+        return self.kept.decode(errors="replace")
+
+
+def _stdout_writer() -> Callable[[bytes], None]:
+    """Writes bytes to this process's standard output as they come: to its file
+    descriptor, or (a stream without one, as in tests) through the stream."""
+    try:
+        out = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # (io.UnsupportedOperation is an OSError)
+        stream = sys.stdout
+
+        def through(data: bytes) -> None:
+            stream.write(data.decode(errors="replace"))
+            stream.flush()
+
+        return through
+
+    def direct(data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(out, view):]
+
+    return direct
+
+
+class _Deaths:
+    """Watches the ranks of this host that noted their PE in ``folder``
+    (:func:`register_pe`) and keeps the order in which they died (``pidfd``: woken as a
+    process ends, before the launcher ends the others). Not on systems without pidfds."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.host = socket.gethostname()
+        self.order: list[tuple[str, int]] = []  # (PE, pid) as they died
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        if hasattr(os, "pidfd_open"):
+            self._thread.start()
+
+    def _watch(self) -> None:
+        poller = select.poll()
+        watched: dict[int, tuple[str, int]] = {}  # pidfd -> (PE, pid)
+        seen: set[str] = set()
+        wait = 0.05
+        while not self._done.is_set():
+            for note in self.folder.glob(f"*@{self.host}"):
+                if note.name not in seen:
+                    seen.add(note.name)
+                    pid = int(note.name.split("@")[0])
+                    try:
+                        fd = os.pidfd_open(pid)
+                    except OSError:  # gone already
+                        self.order.append((note.read_text().strip(), pid))
+                        continue
+                    watched[fd] = (note.read_text().strip(), pid)
+                    poller.register(fd, select.POLLIN)
+            for fd, _ in poller.poll(int(wait * 1000)):
+                poller.unregister(fd)
+                os.close(fd)
+                self.order.append(watched.pop(fd))
+            wait = min(1.5 * wait, 1.0)  # ranks note their PE as they start
+        for fd in watched:
+            os.close(fd)
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def first(self) -> tuple[str, int] | None:
+        return self.order[0] if self.order else None
+
+
+_BANNER = re.compile(r"PID (\d+) RUNNING AT (\S+)\s+=\s+EXIT CODE: (\d+)")
+
+
+def killed_rank(output: str, first: tuple[str, int] | None, jobdir: str | None
+                ) -> str | None:
+    """When MPICH's launcher says at the end of ``output`` that a rank was killed by a
+    signal (its banner: a process id, a host, the signal as exit code), a sentence naming
+    that rank's PE and host: the PE that died first on this host (``first``: PE and pid),
+    else the process the banner names, by the PE it noted in ``jobdir``
+    (:func:`register_pe`). None without such a banner."""
+    found = _BANNER.search(output)
+    if found is None or f"(signal {found[3]})" not in output:
+        return None
+    pid, host, number = int(found[1]), found[2], int(found[3])
+    try:
+        how = f"signal {number} ({signal.Signals(number).name})"
+    except ValueError:
+        how = f"signal {number}"
+    if first is not None:
+        return (f"PE {first[0]} (host {socket.gethostname()}, pid {first[1]}) died first; "
+                f"the job ended by {how}")
+    note = Path(jobdir, "pes", f"{pid}@{host}") if jobdir else None
+    if note is not None and note.exists():
+        return f"PE {note.read_text().strip()} (host {host}, pid {pid}) was killed by {how}"
+    return f"the rank with pid {pid} on host {host} was killed by {how}"
+
+
+def register_pe(pe: int) -> None:
+    """In a rank of ``shoal run`` (``SHOAL_JOBDIR`` set): note this process's PE, so that
+    the launcher can name it if the process dies."""
+    jobdir = os.environ.get("SHOAL_JOBDIR")
+    if not jobdir:
+        return
+    folder = Path(jobdir, "pes")
+    folder.mkdir(exist_ok=True)
+    note = folder / f"{os.getpid()}@{socket.gethostname()}"
+    staged = note.with_suffix(".tmp")  # (the launcher reads whole notes only)
+    staged.write_text(f"{pe}\n")
+    staged.rename(note)
 
 
 @contextmanager

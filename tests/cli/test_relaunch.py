@@ -1,6 +1,7 @@
 """Commands that launch themselves as MPI ranks hand every option the user gave to the ranks,
 without the launcher's -n (no MPI here: the mpiexec call is caught)."""
 
+import os
 import sys
 from typing import ClassVar
 
@@ -41,11 +42,13 @@ class FakeJob:
 
     def __init__(self, cmd, **kwargs):
         FakeJob.calls.append(cmd)
+        self.stdout = open(os.devnull, "rb")  # the launcher relays the job's output
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
+        self.stdout.close()
         return False
 
     def wait(self, timeout=None):

@@ -53,3 +53,42 @@ def test_a_signal_to_shoal_run_ends_every_rank(tmp_path, sig):
         for p in tmp_path.glob("pid*"):
             if not _gone(int(p.name[3:])):
                 os.kill(int(p.name[3:]), signal.SIGKILL)
+
+
+def test_a_killed_rank_is_named_by_its_pe_and_host(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text("import shoal\n\nasync def main():\n    await shoal.sleep(30)\n\n"
+                    "shoal.start(main)\n")
+    env = {**os.environ, "PYTHONPATH": SRC}
+    out = subprocess.run([sys.executable, "-m", "shoal", "run", "-n", "3", "--kill", "1@1s",
+                          str(prog)], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "shoal: PE 1 (host " in out.stderr, out.stderr  # before: only MPICH's "PID n"
+    assert "died first; the job ended by signal 9 (SIGKILL)" in out.stderr
+
+
+BANNER = """
+===================================================================================
+=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES
+=   PID 4242 RUNNING AT node7
+=   EXIT CODE: 9
+=   CLEANING UP REMAINING PROCESSES
+=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES
+===================================================================================
+YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)
+"""
+
+
+def test_mpichs_banner_is_read_for_the_pe_it_names(tmp_path):
+    from shoal.launch import killed_rank
+
+    (tmp_path / "pes").mkdir()
+    (tmp_path / "pes" / "4242@node7").write_text("5\n")
+    assert killed_rank(BANNER, None, str(tmp_path)) == (
+        "PE 5 (host node7, pid 4242) was killed by signal 9 (SIGKILL)")
+    assert killed_rank(BANNER, None, None) == (
+        "the rank with pid 4242 on host node7 was killed by signal 9 (SIGKILL)")
+    assert killed_rank(BANNER, ("2", 99), str(tmp_path)).startswith("PE 2 (host ")
+    ended = BANNER.replace("Killed (signal 9)", "exit code 3").replace("CODE: 9", "CODE: 3")
+    assert killed_rank(ended, None, str(tmp_path)) is None  # the rank said why itself
+    assert killed_rank("all good\n", None, None) is None

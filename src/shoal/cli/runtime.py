@@ -81,7 +81,8 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     shoal.iteration() or AtSync point); the job directory is printed at start. A program
     uses chare arrays and groups, their sections (arr[0:8, ::2]), guarded entry methods
     (@shoal.when), the task pool (shoal.pool.map) and aggregation (shoal.Aggregator): see
-    the README's Runtime section."""
+    the README's Runtime section. A rank that ends before shoal.start ends the job with its
+    exit code; a rank killed by a signal is named by its PE and host."""
     from shoal.units import parse_duration
 
     limit = None if timeout is None else parse_duration(timeout, "--timeout")

@@ -7,6 +7,7 @@ from shoal.runtime.api import (
     Group,
     checkpoint,
     create,
+    destroy,
     exit,
     future,
     iteration,
@@ -29,6 +30,6 @@ from shoal.runtime.perpe import broadcast_globals, run_on_all
 from shoal.runtime.reducers import Reducer
 
 __all__ = ["Aggregator", "Array", "Channel", "Chare", "Future", "Group", "Reducer",
-           "RemoteError", "Runtime", "broadcast_globals", "checkpoint", "create", "exit",
-           "future", "iteration", "iwait", "lb_history", "my_pe", "num_pes", "quiescence",
-           "restored", "run_on_all", "sleep", "start", "stats", "when"]
+           "RemoteError", "Runtime", "broadcast_globals", "checkpoint", "create", "destroy",
+           "exit", "future", "iteration", "iwait", "lb_history", "my_pe", "num_pes",
+           "quiescence", "restored", "run_on_all", "sleep", "start", "stats", "when"]

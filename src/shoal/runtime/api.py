@@ -15,6 +15,7 @@ from shoal.runtime.context import current
 from shoal.runtime.futures import Future
 from shoal.runtime.pe import Runtime
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
+from shoal.runtime.startup import arm, handshake
 
 if TYPE_CHECKING:
     from mpi4py import MPI
@@ -22,14 +23,16 @@ if TYPE_CHECKING:
     from shoal.runtime.chare import Chare
     from shoal.runtime.maps import ArrayMap
 
+arm()  # in an MPI rank: one that ends before shoal.start ends the job (runtime.startup)
+
 
 def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = None,
           restart: str | os.PathLike[str] | None = None, **options: Any) -> None:
     """Run the runtime on every rank of ``comm`` (default MPI_COMM_WORLD) until
     :func:`exit` or until ``main`` returns; ``main(*args)`` runs on PE 0, as a coroutine if
     it is an ``async def``. ``options`` go to :class:`~shoal.runtime.pe.Runtime`
-    (``poll_spin``, ``poll_max``, ``cpu_stats``, ``shm_bytes``, ``lb``, ``lb_period``,
-    ``lb_dump``, ``lb_auto``, ``lb_machine``, ``trace``, ``checkpoint_every``,
+    (``poll_spin``, ``poll_max``, ``cpu_stats``, ``shm_bytes``, ``pool_bytes``, ``lb``,
+    ``lb_period``, ``lb_dump``, ``lb_auto``, ``lb_machine``, ``trace``, ``checkpoint_every``,
     ``checkpoint_dir``, ``ft``;
     the environment variables ``SHOAL_LB``, ``SHOAL_LB_PERIOD``, ``SHOAL_LB_DUMP``,
     ``SHOAL_LB_AUTO``, ``SHOAL_LB_MACHINE``, ``SHOAL_TRACE``, ``SHOAL_CHECKPOINT_EVERY``,
@@ -44,6 +47,7 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     version-mismatched checkpoint raises :class:`~shoal.errors.CheckpointError` here."""
     from mpi4py import MPI
 
+    from shoal.launch import register_pe
     from shoal.runtime.shards import read_manifest
     from shoal.supervise import arm_kills
 
@@ -53,7 +57,10 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     if restart is not None:
         read_manifest(restart)  # refused on every rank before the runtime starts
         options["restart"] = os.fspath(restart)
-    comm = MPI.COMM_WORLD if comm is None else comm
+    if comm is None:
+        comm = MPI.COMM_WORLD
+        register_pe(comm.Get_rank())  # shoal run names it if it is killed
+        handshake(comm)  # every rank is here, or the job ends (see runtime.startup)
     if not options.get("ft"):
         rt = Runtime(comm, **options)
         arm_kills(rt.pe)  # shoal run --kill: a failure injected into this PE
@@ -154,6 +161,14 @@ def create(cls: type[Chare], *, args: Iterable[Any] = (), pe: int | None = None
     migrates like an array element; its ``thisProxy`` is its own proxy and it takes part in
     no reduction."""
     return current().location.single(cls, tuple(args), pe)
+
+
+def destroy(proxy: CollectionProxy) -> Future:
+    """``await shoal.destroy(arr)``: destroy a chare array, group or single chare's
+    collection on every PE, freeing its elements and everything the runtime kept for it;
+    messages to it still queued or in flight are dropped, and a call to it afterwards is a
+    :class:`~shoal.errors.UsageError`. Resolves once every PE has dropped it."""
+    return current().location.destroy(proxy)
 
 
 def future(n: int | None = None) -> Future:

@@ -116,6 +116,9 @@ class Chare:
     def _shoal_delete(self) -> None:
         current().location.delete_here(self._slot)
 
+    def _shoal_replay(self, envs: list[tuple[Any, ...]]) -> None:
+        current().broadcasts.replay(self._slot, envs)
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__
         if "_slot" in state:  # migration takes it out before pickling: no copy then

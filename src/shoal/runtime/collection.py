@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from shoal.runtime.maps import ArrayMap
 
 HISTORY = 256  # broadcasts a PE keeps to replay to elements that migrate in behind them
+# (more while elements that left it may still need them: see collectives.broadcast)
 
 
 class Slot:
@@ -29,10 +30,11 @@ class Slot:
     ``ooo`` holds messages that arrived ahead of it, so that messages between two elements
     are delivered in the order they were sent whatever path they took. ``out[dst]`` numbers
     the messages this element sends. ``redno`` counts its contributions, ``bcast`` the
-    broadcasts it has received, ``sections[sid]`` its contributions to section ``sid``'s
-    reductions. ``held`` keeps the messages to guarded methods whose condition was false
-    (:mod:`shoal.runtime.guards`), ``waits`` the conditions its coroutines await; ``after``
-    says that something waits for its current call to return (one of those, or a move).
+    broadcasts it has received in order (``early``: those that came ahead of a gap),
+    ``sections[sid]`` its contributions to section ``sid``'s reductions. ``held`` keeps the
+    messages to guarded methods whose condition was false (:mod:`shoal.runtime.guards`),
+    ``waits`` the conditions its coroutines await; ``after`` says that something waits for
+    its current call to return (one of those, or a move).
     """
 
     __slots__ = (
@@ -43,6 +45,7 @@ class Slot:
         "chan",
         "chans",
         "coll",
+        "early",
         "expected",
         "held",
         "index",
@@ -73,6 +76,9 @@ class Slot:
         self.out: dict[tuple[int, tuple[int, ...]], list[int]] = {}  # dst -> [messages, bytes]
         self.redno = 0
         self.bcast = 0
+        # broadcasts that reached it ahead of their turn (number -> BCAST envelope), after
+        # it migrated to a PE far ahead of the one it left (see collectives.broadcast)
+        self.early: dict[int, tuple[Any, ...]] | None = None
         self.active = 0  # suspended coroutines
         self.migrate_to: int | None = None  # where to move once its calls have returned
         # after its current call: a move, held messages or waits to look at (Runtime._after)
@@ -96,11 +102,12 @@ class Slot:
         """The migrating state (the object itself travels beside it)."""
         return (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan,
                 self.chans, self.stats, self.lb_mark, self.sync, self.sections, self.held,
-                queued)
+                self.early, queued)
 
     def unpack(self, state: tuple[Any, ...]) -> list[Any]:
         (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan, self.chans,
-         self.stats, self.lb_mark, self.sync, self.sections, self.held, queued) = state
+         self.stats, self.lb_mark, self.sync, self.sections, self.held, self.early,
+         queued) = state
         self.after = bool(self.held)
         return queued
 
@@ -135,7 +142,7 @@ class Collection:
         self.absent: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}
         self.deleted: set[tuple[int, ...]] = set()  # home: elements deleted
         self.bcast_count = 0
-        self.history: deque[tuple[Any, ...]] = deque(maxlen=HISTORY)  # BCAST envelopes
+        self.history: deque[tuple[Any, ...]] = deque()  # BCAST envelopes, numbers in a row
         # reductions: this PE's partial results, and how many local elements are done
         self.partial: dict[int, list[Any]] = {}  # [value, count, reducer, target]
         self.done: dict[int, int] = {}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.errors import UsageError
 from shoal.runtime.collection import Collection, Slot
+from shoal.runtime.futures import Task
 from shoal.runtime.maps import Singles, check_map, local_indices
 from shoal.runtime.protocol import (
     B_NUM,
@@ -22,6 +23,8 @@ from shoal.runtime.protocol import (
     CREATE_ONE,
     DELETE,
     DELETED,
+    DESTROY,
+    DESTROY_ACK,
     HOME,
     I_HOPS,
     I_INDEX,
@@ -36,7 +39,10 @@ from shoal.runtime.protocol import (
 from shoal.runtime.proxy import CollectionProxy, ElementProxy, proxy_classes
 
 if TYPE_CHECKING:
+    from shoal.runtime.futures import Future
     from shoal.runtime.pe import Runtime
+
+PE_BITS = 20  # a collection id is (number << PE_BITS) | creator PE: at most 2^20 PEs
 
 
 class Location:
@@ -50,6 +56,9 @@ class Location:
         self.singles: dict[type, CollectionProxy] = {}
         self.nsingle = 0
         self.turn = 0
+        self.destroyed: set[int] = set()  # ids of destroyed collections (calls to them fail)
+        # (root, cid) -> [children yet to answer, the future of the destruction at the root]
+        self.destroying: dict[tuple[int, int], list[Any]] = {}
 
     # ----------------------------------------------------------------- collections
     def create(self, kind: str, cls: type, dims: Any, ndims: int | None, args: tuple,
@@ -73,8 +82,7 @@ class Location:
         else:
             check_map(mapping, dims)
         rt = self.rt
-        cid = (rt.pe << 20) | self.ncoll
-        self.ncoll += 1
+        cid = self._new_id()
         proxy_classes(cls)  # a clash of names is the caller's error, raised here
         self.on_create((CREATE, rt.pe, cid, kind, cls, ndims, dims, mapping, args, at_sync))
         return rt.colls[cid].proxy
@@ -100,11 +108,26 @@ class Location:
         rt.send(pe, (CREATE_ONE, proxy.cid, index, args, 0, 0))
         return proxy[index]
 
+    def _new_id(self) -> int:
+        """A collection id no other collection has had or will have: this PE's count of
+        its collections above its PE number (Python ints do not wrap; skipping the ids of
+        collections restored from a checkpoint of the former layout, PE above count)."""
+        rt = self.rt
+        if rt.npes > 1 << PE_BITS:
+            raise UsageError(f"collections need at most {1 << PE_BITS} PEs (got {rt.npes})")
+        while True:
+            cid = (self.ncoll << PE_BITS) | rt.pe
+            self.ncoll += 1
+            if cid not in rt.colls and cid not in self.destroyed:
+                return cid
+
     def on_create(self, env: tuple) -> None:
         _, root, cid, kind, cls, ndims, dims, mapping, args, at_sync = env
         rt = self.rt
         for child in children(rt.pe, root, rt.npes):
             rt.send(child, env)
+        if cid in self.destroyed:  # destroyed before its creation reached this PE
+            return
         coll = Collection(cid, kind, cls, ndims, dims, mapping, rt.npes, at_sync)
         rt.colls[cid] = coll
         if at_sync:
@@ -181,7 +204,7 @@ class Location:
         if index in coll.local:
             raise UsageError(f"element {list(index)} of {coll.cls.__name__} already exists")
         slot = self.construct(coll, index, args, start, bcast)
-        self.arrived(coll, [slot])
+        self.arrived(coll, [slot], None)
 
     def delete(self, proxy: CollectionProxy, index: tuple) -> None:
         """Send element ``index`` its deletion (ordered after the caller's earlier messages)."""
@@ -208,6 +231,75 @@ class Location:
         rt.send(0, (SIZE, coll.cid, slot.redno, last, -1))
         rt.reductions.recheck(coll)
 
+    def destroy(self, proxy: CollectionProxy) -> Future:
+        """Destroy a collection on every PE: its elements, what it holds and the messages
+        to it still queued or in flight are dropped. A future resolved once every PE has
+        done so; afterwards a call to it is an error."""
+        if not isinstance(proxy, CollectionProxy):
+            raise UsageError(f"destroy a collection by its proxy (an array, group or "
+                             f"shoal.create's chare's collection), not {proxy!r}")
+        if proxy.cid in self.destroyed:
+            raise self.gone(proxy.cid)
+        fut = self.rt.future()
+        self.on_destroy((DESTROY, self.rt.pe, proxy.cid, fut))
+        return fut
+
+    def gone(self, cid: int) -> UsageError:
+        """The error of a call to a destroyed collection."""
+        return UsageError(f"collection {cid} was destroyed (shoal.destroy): nothing can be "
+                          "sent to it any more")
+
+    def on_destroy(self, env: tuple) -> None:
+        """Down the tree from the PE that destroys: drop the collection here; answer the
+        parent once the children have."""
+        _, root, cid, fut = env
+        rt = self.rt
+        kids = children(rt.pe, root, rt.npes)
+        for child in kids:
+            rt.send(child, env)
+        self._drop(cid)
+        self.destroying[root, cid] = [len(kids), fut]
+        self._destroyed_below(root, cid)
+
+    def on_destroy_ack(self, env: tuple) -> None:
+        _, root, cid = env
+        self.destroying[root, cid][0] -= 1
+        self._destroyed_below(root, cid)
+
+    def _destroyed_below(self, root: int, cid: int) -> None:
+        rt = self.rt
+        left, fut = self.destroying[root, cid]
+        if left:
+            return
+        del self.destroying[root, cid]
+        if rt.pe == root:
+            rt.resolve(fut.pe, fut.fid, None)
+        else:
+            rt.send(parent(rt.pe, root, rt.npes), (DESTROY_ACK, root, cid))
+
+    def _drop(self, cid: int) -> None:
+        """Forget collection ``cid`` on this PE (its work counted as done)."""
+        rt = self.rt
+        self.destroyed.add(cid)
+        rt.early.pop(cid, None)  # (counted when they arrived)
+        for dst in [dst for dst in rt.pe_out if dst[0] == cid]:
+            del rt.pe_out[dst]
+        rt.broadcasts.forget(cid)
+        coll = rt.colls.pop(cid, None)
+        if coll is None:
+            return
+        slots = set(map(id, coll.local.values()))
+        if slots:
+            rt.processed += sum(map(len, rt.queue.take(coll.local.values()).values()))
+            for fut in rt.futures.values():  # suspended coroutines of its elements
+                if fut.waiters:
+                    fut.waiters = [t for t in fut.waiters  # (iwait's callbacks stay)
+                                   if not (isinstance(t, Task) and id(t.slot) in slots)]
+            coll.local.clear()  # (an element that asked to move stays where it is)
+        rt.processed += sum(map(len, coll.absent.values()))  # (counted at the home)
+        if rt.pe == 0 and coll.at_sync:
+            rt.balancer.collection_destroyed(cid)
+
     def on_outside(self, env: tuple) -> None:
         """Down the tree from the root: the dense array has elements outside its shape
         (sent once per array, at the first such insertion)."""
@@ -222,7 +314,9 @@ class Location:
 
     def on_deleted(self, env: tuple) -> None:
         _, cid, index = env
-        coll = self.rt.colls[cid]
+        coll = self.rt.colls.get(cid)
+        if coll is None:  # destroyed
+            return
         coll.where.pop(index, None)
         coll.deleted.add(index)
 
@@ -231,20 +325,24 @@ class Location:
         ``last``; the reductions and broadcast gathers that counted it count one less."""
         _, cid, start, last, delta = env
         rt = self.rt
-        coll = rt.colls[cid]
+        coll = rt.colls.get(cid)
+        if coll is None:  # destroyed
+            return
         coll.size_events.append((start, delta))
         coll.members += delta
         rt.reductions.size_changed(coll)
         rt.broadcasts.size_changed(coll, last, delta)
 
     # ----------------------------------------------------------------- locations
-    def arrived(self, coll: Collection, slots: list[Slot]) -> None:
-        """Elements were created or migrated here: deliver the broadcasts each missed and
-        tell their homes (one message per home PE)."""
+    def arrived(self, coll: Collection, slots: list[Slot], fetches: list[tuple] | None
+                ) -> None:
+        """Elements were created or migrated here: deliver the broadcasts each missed (those
+        forgotten here go into ``fetches``, see ``Broadcasts.catch_up``) and tell their homes
+        (one message per home PE)."""
         rt = self.rt
         homes: dict[int, list[tuple]] = {}
         for slot in slots:
-            rt.broadcasts.catch_up(coll, slot)
+            rt.broadcasts.catch_up(coll, slot, fetches)
             homes.setdefault(coll.home(slot.index), []).append(slot.index)
         for h, indices in homes.items():
             if h == rt.pe:

@@ -75,6 +75,7 @@ from shoal.runtime.queue import Queue
 from shoal.runtime.recovery import InMemory, PeFailureError, is_failure
 from shoal.runtime.trace import Tracer
 from shoal.runtime.wire.codec import pack_args, unpack_args
+from shoal.runtime.wire.pool import POOL_BYTES
 from shoal.runtime.wire.transport import Transport
 
 __all__ = ["Runtime"]
@@ -106,7 +107,9 @@ class Runtime:
     balancer); ``cpu_stats`` adds each call's CPU time (about 1 µs per call more). Messages
     and bytes between elements are always counted: the counts are the sequence numbers.
     ``shm_bytes`` is the shared memory each PE keeps for the large buffers it sends to PEs
-    of its node (0: every buffer goes by MPI); it must be the same on every PE. ``lb``
+    of its node (0: every buffer goes by MPI); it must be the same on every PE.
+    ``pool_bytes`` bounds the buffers a PE keeps to receive large buffers by MPI into
+    (:mod:`shoal.runtime.wire.pool`; default 64 MiB). ``lb``
     names the load-balancing strategy (or a chain, ``"greedy,refine"``; default
     ``greedy_refine`` when balancing happens; ``"none"``: AtSync points resume at once),
     ``lb_dump`` a directory where PE 0 writes each step's database (``step-0001.npz``...),
@@ -133,13 +136,16 @@ class Runtime:
                  lb_machine: str | None = None,
                  restart: str | InMemory | None = None, checkpoint_every: float | None = None,
                  checkpoint_dir: str | None = None, ft: bool = False,
-                 trace: str | None = None):
+                 trace: str | None = None, pool_bytes: int = POOL_BYTES):
         if not (0 <= poll_spin and 0 < poll_max):
             raise UsageError("poll_spin must be >= 0 and poll_max > 0 (seconds)")
         if not (isinstance(shm_bytes, int) and shm_bytes >= 0):
             raise UsageError(f"shm_bytes must be a whole number of bytes >= 0, not {shm_bytes!r}")
         self.ft = ft  # a dead peer raises PeFailureError from run() (shoal.runtime.recovery)
-        self.net = Transport(comm, 0 if ft else shm_bytes)
+        if not (isinstance(pool_bytes, int) and pool_bytes >= 0):
+            raise UsageError(f"pool_bytes must be a whole number of bytes >= 0, not "
+                             f"{pool_bytes!r}")
+        self.net = Transport(comm, 0 if ft else shm_bytes, pool_bytes)
         _precise_sleep()
         self.pe: int = self.net.rank
         self.npes: int = self.net.size
@@ -378,7 +384,7 @@ class Runtime:
         """The collection, or None after parking ``env`` until its creation arrives here
         (the creation travels down a tree; a message about it may overtake it)."""
         coll = self.colls.get(cid)
-        if coll is None:
+        if coll is None and cid not in self.location.destroyed:  # (destroyed: dropped)
             self.early.setdefault(cid, []).append(env)
         return coll
 
@@ -402,6 +408,8 @@ class Runtime:
         if isinstance(target, ElementProxy):
             self.invoke(target.cid, target.index, name, args, kwargs, prio, fut)
         elif isinstance(target, CollectionProxy):
+            if target.cid in self.location.destroyed:
+                raise self.location.gone(target.cid)
             self.send(0, (BCAST_REQ, target.cid, name, args, kwargs, prio, fut, ret))
         else:
             raise UsageError(f"cannot send to {target!r}: not a proxy")
@@ -433,8 +441,8 @@ class Runtime:
         if slot is not None:
             self.accept(slot, env)
             return
-        if coll is None:  # its creation has not reached this PE yet
-            self.early.setdefault(cid, []).append(env)
+        if coll is None:  # its creation has not reached this PE yet (or it is destroyed)
+            self._early_invoke(env, out, dst)
             return
         dest = coll.cache.get(index)
         if dest is None:  # believe it is at home until told otherwise
@@ -447,11 +455,23 @@ class Runtime:
         self.created += 1
         stat[1] += nbytes
 
+    def _early_invoke(self, env: tuple, out: dict, dst: tuple) -> None:
+        """A call to a collection not created here yet waits for its creation; one to a
+        destroyed collection is the caller's error (its number is not used)."""
+        cid = env[I_CID]
+        if cid in self.location.destroyed:
+            out[dst][0] -= 1
+            if not out[dst][0]:
+                del out[dst]
+            raise self.location.gone(cid)
+        self.early.setdefault(cid, []).append(env)
+
     def on_invoke(self, env: tuple) -> None:
         cid = env[I_CID]
         coll = self.colls.get(cid)
         if coll is None:
-            self.early.setdefault(cid, []).append(env)
+            if cid not in self.location.destroyed:  # (destroyed: sent before it knew)
+                self.early.setdefault(cid, []).append(env)
             return
         slot = coll.local.get(env[I_INDEX])
         if slot is None:
@@ -490,10 +510,13 @@ class Runtime:
             if env is None:
                 return
 
-    # The hot path of every message (complexity 11): the statistics are inlined rather than
+    # The hot path of every message (complexity 12): the statistics are inlined rather than
     # a call to _account (a call per message), and the two handlers of the call's exceptions
     # cost nothing until one raises (Python 3.11).
     def _run_invoke(self, slot: Slot, env: tuple) -> None:  # noqa: C901
+        if slot.migrate_to is not None and not slot.active:  # it asked to move: it moves
+            self.migration.move_first(slot, self.run_invoke, env, env[I_PRIO])  # first
+            return
         name = env[I_METHOD]
         self.work = (slot, name)
         self.current = slot
@@ -574,8 +597,9 @@ class Runtime:
         if fid not in self.futures:  # a second value: name who sent it, not what runs here
             pe, key, what = sender
             self.work = None
-            if key is not None:
-                what = f"{self.colls[key[0]].cls.__name__}{list(key[1])}.{what}"
+            coll = None if key is None else self.colls.get(key[0])
+            if coll is not None:
+                what = f"{coll.cls.__name__}{list(key[1])}.{what}"
             raise UsageError(f"future {fid} of PE {self.pe} received a second value from "
                              f"PE {pe}, {what}")
         self.resolve(self.pe, fid, value)

@@ -43,10 +43,13 @@ INSERT = _kind("INSERT", "location.on_insert", counted=True)
 CREATE_ONE = _kind("CREATE_ONE", "location.on_create_one", counted=True)
 SIZE = _kind("SIZE", "location.on_size", counted=True)
 OUTSIDE = _kind("OUTSIDE", "location.on_outside", counted=True)
+DESTROY = _kind("DESTROY", "location.on_destroy", counted=True)
+DESTROY_ACK = _kind("DESTROY_ACK", "location.on_destroy_ack", counted=True)
 MIGRATE = _kind("MIGRATE", "migration.on_migrate", counted=True)
 BCAST_REQ = _kind("BCAST_REQ", "broadcasts.on_bcast_req", counted=True)
 BCAST = _kind("BCAST", "broadcasts.on_bcast", counted=True)
 RET = _kind("RET", "broadcasts.on_ret", counted=True)
+BCAST_FETCH = _kind("BCAST_FETCH", "broadcasts.on_fetch", counted=True)
 RED = _kind("RED", "reductions.on_red", counted=True)
 SEC_NEW = _kind("SEC_NEW", "sections.on_new", counted=True)
 SEC_REQ = _kind("SEC_REQ", "sections.on_req", counted=True)
@@ -101,8 +104,9 @@ B_NUM, B_PRIO = 2, 6
 RET_VALUES, RET_DONE = 1, 2
 
 ARITY = 4  # of the spanning trees over PEs
-CHANNEL = "_shoal_channel"  # the Chare methods that carry channel data and deletions
-DELETE = "_shoal_delete"
+CHANNEL = "_shoal_channel"  # the Chare methods that carry channel data, deletions and
+DELETE = "_shoal_delete"  # broadcasts replayed to an element that migrated
+REPLAY = "_shoal_replay"
 
 
 def handler_table(owner: object) -> tuple:

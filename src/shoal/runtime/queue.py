@@ -24,12 +24,13 @@ Entry = tuple  # (run, a, b) in the deque, (prio, arrival, run, a, b) in the hea
 class Queue:
     """The deque of priority-0 entries and the heap of the others."""
 
-    __slots__ = ("arrivals", "fifo", "heap", "pushed")
+    __slots__ = ("arrivals", "fifo", "front", "heap", "pushed")
 
     def __init__(self) -> None:
         self.fifo: deque[Entry] = deque()
         self.heap: list[Entry] = []
         self.arrivals = 0
+        self.front = 0  # arrival numbers of entries put back (:meth:`unpop`), decreasing
         self.pushed = 0  # entries ever queued: work created, for quiescence detection
 
     def push(self, prio: int, run: Callable[[Any, Any], None], a: Any, b: Any) -> None:
@@ -51,6 +52,16 @@ class Queue:
                 fifo.append((run, a, b))
             else:
                 self.push(prio, run, a, b)
+
+    def unpop(self, prio: int, run: Callable[[Any, Any], None], a: Any, b: Any) -> None:
+        """Put back the entry just popped (or about to run) first among those of its
+        priority (queued work again: counted once more, as it will be processed again)."""
+        self.pushed += 1
+        if prio == 0:
+            self.fifo.appendleft((run, a, b))
+        else:
+            self.front -= 1
+            heapq.heappush(self.heap, (prio, self.front, run, a, b))
 
     def pop(self) -> Entry:
         """The next entry (the queue is not empty)."""

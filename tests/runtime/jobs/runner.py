@@ -1,8 +1,8 @@
-"""The main of the job scripts here: ``python TOPIC.py NAME... [--shm BYTES] [--lb STRATEGY]
-[--lb-period SECONDS] [--lb-dump DIR] [--lb-machine TORUS] [--lb-auto] [--cpu-stats]
-[--trace FILE]`` runs the
-named scenarios of TOPIC one after another in one runtime; ``--shm`` sets the shared memory
-per PE (0: large buffers by MPI only), ``--lb``, ``--lb-period``, ``--lb-dump``,
+"""The main of the job scripts here: ``python TOPIC.py NAME... [--shm BYTES] [--pool-bytes
+BYTES] [--lb STRATEGY] [--lb-period SECONDS] [--lb-dump DIR] [--lb-machine TORUS] [--lb-auto]
+[--cpu-stats] [--trace FILE]`` runs the named scenarios of TOPIC one after another in one
+runtime; ``--shm`` sets the shared memory per PE (0: large buffers by MPI only),
+``--pool-bytes`` the bound of its receive buffers, ``--lb``, ``--lb-period``, ``--lb-dump``,
 ``--lb-auto`` and ``--lb-machine`` the load balancer, ``--cpu-stats`` loads in CPU seconds,
 ``--trace`` the timeline file. A scenario checks its own results (a failed
 assert ends the job with the PE and the traceback) and may return figures for the test to
@@ -17,7 +17,8 @@ def main(scenarios: dict) -> None:
     """Run the scenarios that ``sys.argv`` names, from ``scenarios`` (name: async function)."""
     args = sys.argv[1:]
     options = {}
-    for flag, option, kind in (("--shm", "shm_bytes", int), ("--lb", "lb", str),
+    for flag, option, kind in (("--shm", "shm_bytes", int), ("--pool-bytes", "pool_bytes", int),
+                               ("--lb", "lb", str),
                                ("--lb-period", "lb_period", float),
                                ("--lb-dump", "lb_dump", str),
                                ("--lb-machine", "lb_machine", str), ("--trace", "trace", str)):

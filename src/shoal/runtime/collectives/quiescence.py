@@ -173,9 +173,8 @@ class Quiescence:
 
     def _probed(self, quiet: bool, waiting: int) -> None:
         """A probe's wave came back: quiescent with main's the only waiting coroutine
-        means main is stuck, unless someone awaits this very quiescence (main itself, when
-        it called ``shoal.quiescence()`` while the probe ran); otherwise another wave, or
-        give up for a while."""
+        means main is stuck, unless main awaits quiescence (a request that came while the
+        probe ran: this wave answers it); otherwise another wave, or give up for a while."""
         fut = self._main_future()
         if quiet and waiting == 1 and fut is not None and not self.waiters:
             self.rt.work = (None, "main")

@@ -409,8 +409,9 @@ class Balancer:
         rt = self.rt
         slots = []
         for (cid, index), dest in moves:
-            slot = rt.colls[cid].local.get(index)
-            if slot is not None:  # (a deletion may have raced the step)
+            coll = rt.colls.get(cid)
+            slot = None if coll is None else coll.local.get(index)
+            if slot is not None:  # (a deletion or a destruction may have raced the step)
                 slots.append((slot, dest))
         sent = rt.migration.migrate_many(slots, step)
         if sent:
@@ -463,6 +464,12 @@ class Balancer:
         if self.pending:
             self.pending = False
             self._maybe_sync_step()
+
+    def collection_destroyed(self, cid: int) -> None:
+        """At the root: an at_sync collection was destroyed; the others need not wait
+        for it."""
+        self.synced.discard(cid)
+        self._maybe_sync_step()
 
     def _resume_synced(self) -> None:
         """``resume_from_sync()`` to every element of the collections that synced."""

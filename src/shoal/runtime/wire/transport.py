@@ -15,20 +15,24 @@ An envelope of at most ``EAGER`` bytes goes by a blocking ``MPI_Send``: every MP
 messages that small eagerly (the receiver buffers them whether or not a receive is posted),
 so the call returns after a copy, and it costs half of an ``MPI_Isend`` plus the bookkeeping
 of its request. Larger envelopes and out-of-band buffers go by ``MPI_Isend``; the transport
-keeps each request and the memory it reads until MPI reports it complete (``reap``).
+keeps each request and the memory it reads until MPI reports it complete (``reap``). Every
+window's last envelope to a destination goes by ``MPI_Issend`` instead, which bounds what a
+sender has outstanding to a receiver (:mod:`shoal.runtime.wire.flow`); the envelopes that
+arrive while a PE waits for a window are handed out first by ``poll``.
 """
 
 from __future__ import annotations
 
 import pickle
 import struct
-import sys
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from shoal.errors import UsageError
 from shoal.runtime.wire.codec import OOB_MIN
+from shoal.runtime.wire.flow import UNIT, WINDOW, Flow
+from shoal.runtime.wire.pool import POOL_BYTES, Pool
 from shoal.runtime.wire.shm import open_arena
 
 if TYPE_CHECKING:
@@ -37,7 +41,6 @@ if TYPE_CHECKING:
     from shoal.runtime.wire.shm import SharedArena
 
 EAGER = 4096  # bytes: envelopes up to this size go by blocking MPI_Send (see module doc)
-POOL = 4  # receive buffers kept per size, reused once the program dropped every view
 SHARED = 32767  # header tag: the buffers are named in a trailer (MPI guarantees this tag);
 # smaller tags count buffers that follow by MPI
 SHM_MIN = 65536  # bytes: smaller buffers go by MPI even to a PE of this node (measured
@@ -49,7 +52,7 @@ class Transport:
     """Point-to-point envelopes among the ranks of ``comm`` (duplicated: shoal's traffic
     never matches an application's receives)."""
 
-    def __init__(self, comm: MPI.Intracomm, shm_bytes: int = 0):
+    def __init__(self, comm: MPI.Intracomm, shm_bytes: int = 0, pool_bytes: int = POOL_BYTES):
         from mpi4py import MPI
 
         self._mpi = MPI
@@ -61,9 +64,10 @@ class Transport:
         self._reqs: list[MPI.Request] = []
         self._keep: list[bytes | memoryview] = []  # what the requests read
         self._oob: list[memoryview] = []
-        self._pool: dict[int, list[np.ndarray]] = {}
+        self.pool = Pool(pool_bytes)  # buffers to receive into (see wire.pool)
         self._callback = self._out_of_band
         self._isend = self.comm.Isend
+        self._issend = self.comm.Issend
         self._bsend = self.comm.Send
         self._improbe = self.comm.improbe
         self._any = MPI.ANY_SOURCE
@@ -75,6 +79,12 @@ class Transport:
             raise UsageError(f"shm_bytes must be the same on every PE (got {shm_bytes} here, "
                              f"{lo} on another)")
         self.arena = open_arena(self.comm, shm_bytes) if shm_bytes and self.size > 1 else None
+        # flow control (wire.flow): credit left in each destination's window, and the sends
+        # that closed a window and may not have completed (with the memory they read)
+        self._credit = [WINDOW] * self.size
+        self._open: dict[int, tuple[MPI.Request, bytes]] = {}
+        self.flow = Flow(self.comm)
+        self._held = self.flow.held
         self.shm_peers = frozenset(() if self.arena is None else self.arena.base)
 
     def _out_of_band(self, buf: pickle.PickleBuffer) -> bool:
@@ -106,12 +116,23 @@ class Transport:
                 data, oob = self._trailer(data, oob, arena)
                 tag = SHARED
         nbytes += len(data)
+        credit = self._credit
         if not oob and len(data) <= EAGER:
-            self._bsend(data, dest, tag)  # returns once MPI has copied it: no request to keep
+            left = credit[dest] - 1  # (>= 0: a window's credit is positive)
+            if left:
+                credit[dest] = left
+                self._bsend(data, dest, tag)  # returns once MPI has copied it: no request
+            else:
+                self._isend_sync(data, dest, tag, oob)
         else:
+            left = credit[dest] - 1 - (len(data) + sum(raw.nbytes for raw in oob)) // UNIT
+            if left > 0:
+                credit[dest] = left
+                self._reqs.append(self._isend(data, dest, tag))
+                self._keep.append(data)
+            else:
+                self._isend_sync(data, dest, tag, oob)
             reqs = self._reqs
-            reqs.append(self._isend(data, dest, tag))
-            self._keep.append(data)
             for raw in oob:
                 reqs.append(self._bufcomm.Isend(raw, dest, 0))
                 self._keep.append(raw)
@@ -119,6 +140,16 @@ class Transport:
                 self.reap()
         self.bytes_sent += nbytes
         return nbytes
+
+    def _isend_sync(self, data: bytes, dest: int, tag: int, oob: list[memoryview]) -> None:
+        """Send an envelope that closes a window to ``dest`` by ``MPI_Issend``, which
+        completes once ``dest`` has received it, after waiting for the one that closed the
+        previous window (see :mod:`shoal.runtime.wire.flow`)."""
+        prev = self._open.get(dest)
+        if prev is not None and not prev[0].Test():
+            self.flow.wait(prev[0])
+        self._open[dest] = (self._issend(data, dest, tag), data)
+        self._credit[dest] = WINDOW
 
     def _trailer(self, data: bytes, oob: list[memoryview],
                  arena: SharedArena | None) -> tuple[bytes, list[memoryview]]:
@@ -156,10 +187,16 @@ class Transport:
                     reqs.clear()
                     self._keep.clear()
                     break
-        return not reqs
+        if self._open:
+            for dest in [d for d, (req, _) in self._open.items() if req.Test()]:
+                del self._open[dest]
+        return not (reqs or self._open)
 
     def poll(self) -> tuple[Any, ...] | None:
-        """One envelope that has arrived, or None."""
+        """One envelope that has arrived (those set aside while this PE waited for a
+        window first), or None."""
+        if self._held:
+            return self._decode(*self._held.popleft())
         status = self._status
         msg = self._improbe(self._any, self._anytag, status)
         if msg is None:
@@ -169,7 +206,13 @@ class Transport:
             return msg.recv()  # mpi4py receives and unpickles in one compiled call
         data = bytearray(status.Get_count(self._mpi.BYTE))
         msg.Recv(data)
-        src = status.Get_source()
+        return self._decode(status.Get_source(), tag, data)
+
+    def _decode(self, src: int, tag: int, data: bytearray) -> tuple[Any, ...]:
+        """The envelope of a header received from ``src`` with ``tag``: its buffers follow
+        by MPI (``tag`` of them), or are named in its trailer (``SHARED``)."""
+        if not tag:
+            return pickle.loads(data)
         if tag != SHARED:
             return pickle.loads(data, buffers=[self._receive(src) for _ in range(tag)])
         count = int.from_bytes(data[-8:], "little")
@@ -193,20 +236,8 @@ class Transport:
         """The next out-of-band buffer from ``src`` by MPI."""
         status = self._status
         part = self._bufcomm.Mprobe(src, 0, status)
-        arr = self._buffer(status.Get_count(self._mpi.BYTE))
+        arr = self.pool.get(status.Get_count(self._mpi.BYTE))
         part.Recv(arr)
-        return arr
-
-    def _buffer(self, size: int) -> np.ndarray:
-        """Memory for an out-of-band buffer: a pooled one nothing refers to any more (its
-        pages are already mapped, a fresh one page-faults on every 4 KiB), else a new one."""
-        free = self._pool.setdefault(size, [])
-        for arr in free:
-            if sys.getrefcount(arr) == 3:  # the pool, the loop variable, the call's argument
-                return arr
-        arr = np.empty(size, np.uint8)
-        if len(free) < POOL:
-            free.append(arr)
         return arr
 
     def comms(self) -> list[MPI.Intracomm]:

@@ -1,0 +1,77 @@
+"""Flow control between PEs: what a sender may have outstanding to one receiver is bounded
+(issue 17, section 6).
+
+Without it, a PE that sends faster than its receiver takes them grows without bound, and
+not in Python: MPICH's eager sends return once the message sits in the receiver's MPI
+library, and when two PEs flood each other, each one's blocked ``MPI_Send`` pulls the
+other's messages into its unexpected-message queue at about 4.8 KB each (two PEs sending
+each other 3x10^5 small messages in one entry method peaked at 1.4 GiB each,
+``benchmarks/runtime_memory.py mutual``).
+
+Windows: a sender counts what it sends to each destination in units (a message, plus one
+per ``UNIT`` bytes that go by MPI: buffers in a shared segment are bounded by the segment).
+The message that uses up the ``WINDOW`` units of a window goes by ``MPI_Issend``, which
+completes only once the receiver has received it; before it sends the message that closes
+the next window, the sender waits for that one. So at most two windows, 128 messages or
+8 MiB, are outstanding from one PE to another (what MPICH holds for a PE is bounded by its
+senders' windows), and the sender's own memory stays flat too. No acknowledgement messages:
+the receiver does nothing but receive, which it does anyway. Smaller windows made PEs wait
+more often on a shared machine (4 PEs on 2 cores: 32 messages cost 10^6 messages about
+1.5x the time of 64 or 256, whose times were within the machine's noise).
+
+A PE waiting for a window never stops receiving: it takes every envelope that arrives and
+sets it aside (``held``, their bytes as received, about 200 B each), to be handled in order
+before anything newer once its scheduler runs again. So two PEs that flood each other, or
+any cycle of PEs waiting for each other, all make progress: each one's waiting send
+completes as soon as the next PE receives, which a waiting PE does. A receiver that runs a
+long entry method without sending makes its senders wait (that is the back-pressure); the
+wait polls with back-off and never spins for long on an idle core.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
+
+UNIT = 65536  # bytes by MPI that count as one more message in a window
+WINDOW = 64  # units per window: a sender has at most two windows outstanding to a receiver
+SPIN = 1e-4  # seconds a waiting sender polls before it starts sleeping
+NAP_MAX = 1e-3  # the longest sleep between two looks
+
+
+class Flow:
+    """The envelopes a PE set aside while it waited for a window (headers as received:
+    ``(source, tag, bytes)``), and the wait."""
+
+    def __init__(self, comm: MPI.Intracomm):
+        from mpi4py import MPI
+
+        self._improbe = comm.improbe
+        self._any, self._anytag = MPI.ANY_SOURCE, MPI.ANY_TAG
+        self._byte = MPI.BYTE
+        self._status = MPI.Status()
+        self.held: deque[tuple[int, int, bytearray]] = deque()
+        self.waits = 0  # windows this PE waited for (statistics)
+
+    def wait(self, req: MPI.Request) -> None:
+        """Until ``req`` (the send that closed the last window) completes, receive and set
+        aside whatever arrives; sleep 10 us, then longer, while nothing does."""
+        self.waits += 1
+        status = self._status
+        nap = 1e-5
+        idle_since = time.perf_counter()
+        while not req.Test():
+            msg = self._improbe(self._any, self._anytag, status)
+            if msg is not None:
+                data = bytearray(status.Get_count(self._byte))
+                msg.Recv(data)
+                self.held.append((status.Get_source(), status.Get_tag(), data))
+                idle_since = time.perf_counter()
+                nap = 1e-5
+            elif time.perf_counter() - idle_since > SPIN:
+                time.sleep(nap)
+                nap = min(2 * nap, NAP_MAX)

@@ -1,0 +1,35 @@
+"""Memory bounds (jobs/memory.py; issue 17, section 6): the receive-buffer pool is bounded in
+bytes; a sender's outstanding messages to a receiver are bounded, and PEs that flood each
+other, alone or in a cycle, finish without holding the other's messages in MPI."""
+
+from mpi_jobs import run_ok
+
+MIB = 1 << 20
+
+
+def test_receive_buffers_kept_for_reuse_stay_within_the_pools_bytes():
+    kept, limit, buffers = run_ok("memory", 2, "pool", shm=0,
+                                  options=("--pool-bytes", str(4 * MIB)))["pool"]
+    assert limit == 4 * MIB
+    assert 0 < kept <= limit  # before: one buffer per distinct size, 40 of 1-2 MiB
+    assert buffers <= 4
+
+
+def test_two_pes_flooding_each_other_finish_in_order_without_growing_per_message_in_mpi():
+    (before, after, waits) = run_ok("memory", 2, "mutual")["mutual"]
+    grown = [a - b for a, b in zip(after, before, strict=True)]
+    # each PE holds the other's 200,000 messages until its own entry method returns: as
+    # received bytes (about 200 B each), no longer in MPICH's unexpected queue (4.8 KB
+    # each: 900 MiB)
+    assert max(grown) < 200, grown
+    assert min(waits) > 0  # both waited for windows
+
+
+def test_a_cycle_of_pes_flooding_the_next_one_makes_progress_and_keeps_order():
+    waits = run_ok("memory", 4, "ring")["ring"]
+    assert sum(waits) > 0
+
+
+def test_single_migrate_calls_of_one_turn_move_in_one_batch():
+    calls = run_ok("memory", 2, "single_migrates")["single_migrates"]
+    assert calls == [1, 0]  # before: one migrate_many (a pass over the queue) per element
