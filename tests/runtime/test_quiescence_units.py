@@ -5,6 +5,13 @@ from shoal.runtime.futures import Future, Task
 from shoal.runtime.queue import Queue
 
 
+class _NoItems:
+    """No aggregation buffer holds an item."""
+
+    def counts(self):
+        return 0, 0
+
+
 class _OnePE:
     """What the detector uses of a runtime, for a job of one PE."""
 
@@ -12,6 +19,7 @@ class _OnePE:
         self.pe, self.npes = 0, 1
         self.created = self.processed = 0
         self.queue = Queue()
+        self.aggregation = _NoItems()
         self.futures: dict[int, Future] = {}
         self.timers: list = []
         self.resolved: list[int] = []

@@ -2,8 +2,9 @@
 
 Every rank of a job runs ``shoal.start``, whose first collective call waits for all of
 them: a rank that ended before it (``sys.exit(3)``, an exception, a plain return) left the
-others waiting forever. So, in a rank of an MPI job of several ranks (the launchers set
-``PMI_RANK`` and friends), importing shoal arms an ``atexit`` hook, and ``shoal.start``
+others waiting forever. So, in a rank of an MPI job of several ranks under ``shoal run``
+(``SHOAL_JOBDIR``; the launchers set ``PMI_RANK`` and friends), importing shoal arms an
+``atexit`` hook, and ``shoal.start``
 begins with a handshake on ``MPI_COMM_WORLD`` (tag ``TAG``, reserved for it):
 
 - every rank other than 0 tells rank 0 ``started``, then waits for rank 0's ``go``;
@@ -17,11 +18,13 @@ The message, ``shoal: PE r (host h) ended before shoal.start (exit code c): the 
 comes from the rank that ended when its code is not 0 (the launcher may end the job as
 soon as that rank is gone, before the others have looked), else from the rank that aborts.
 
-Nobody waits in the hook, so a program whose ranks all end without the runtime (one that
-uses shoal's other parts over mpi4py) ends as before; its ``left`` messages are never
-received. The exit code is what ``sys.exit`` was given (the hook records it: Python does
-not tell ``atexit`` hooks the code), 1 after an uncaught exception, else 0. The same works
-under ``shoal run`` and a plain ``mpiexec python prog.py``; a rank that ends before it
+Nobody waits in the hook. It is armed under ``shoal run`` only: a program that uses
+shoal's other parts over mpi4py and never calls ``shoal.start`` (the gossip service, the
+network benchmarks) would otherwise leave ``left`` messages unreceived at its
+``MPI_Finalize``, which made such jobs end by signal under MPICH. The exit code is what
+``sys.exit`` was given (the hook records it: Python does
+not tell ``atexit`` hooks the code), 1 after an uncaught exception, else 0. Under a plain
+``mpiexec python prog.py`` nothing is armed; a rank that ends before it
 imports shoal, or that is killed, is not seen here (``shoal run`` names a killed rank).
 """
 
@@ -62,6 +65,11 @@ def arm() -> None:
 
 
 def _in_job() -> bool:
+    """A rank of a runtime program under ``shoal run`` (``SHOAL_JOBDIR``): other MPI
+    programs that import shoal (the gossip service, the benchmarks) never call
+    ``shoal.start`` and must not talk to their peers at exit."""
+    if "SHOAL_JOBDIR" not in os.environ:
+        return False
     if not any(v in os.environ for v in RANK_VARIABLES):
         return False
     sizes = [os.environ[v] for v in SIZE_VARIABLES if os.environ.get(v, "").isdigit()]

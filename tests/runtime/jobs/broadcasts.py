@@ -33,8 +33,8 @@ class Hopper(shoal.Chare):
             self.migrate(pe)
 
     def report(self, fut):
-        self.contribute([(self.thisIndex[0], len(self.seen), self.seen == list(
-            range(1, len(self.seen) + 1)), self.moves)], Reducer.sum, fut)
+        self.contribute((self.thisIndex[0], len(self.seen), self.seen == list(
+            range(1, len(self.seen) + 1)), self.moves), Reducer.gather, fut)
 
 
 async def many():
