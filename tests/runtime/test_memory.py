@@ -22,7 +22,7 @@ def test_two_pes_flooding_each_other_finish_in_order_without_growing_per_message
     # received bytes (about 200 B each), no longer in MPICH's unexpected queue (4.8 KB
     # each: 900 MiB)
     assert max(grown) < 200, grown
-    assert min(waits) > 0  # both waited for windows
+    assert max(waits) > 0  # windows held a sender back (which one: a matter of timing)
 
 
 def test_a_cycle_of_pes_flooding_the_next_one_makes_progress_and_keeps_order():
