@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import min_weight_full_bipartite_matching
 
 from shoal.runtime.lb.database import LBDatabase
 
@@ -106,6 +104,9 @@ def _match(part: np.ndarray, home: np.ndarray, members: np.ndarray, npes: int) -
     part wherever the PE and the part share objects (the mirror of a matched pair). Every
     perfect matching has ``2m`` edges, so the constant ``C`` added to every cost changes
     nothing. Unmatched parts then take the unmatched PEs in order."""
+    import scipy.sparse as sp  # (here: scipy costs 0.1 s at every PE's start)
+    from scipy.sparse.csgraph import min_weight_full_bipartite_matching
+
     m = members.size
     local = np.full(npes, -1, np.int64)
     local[members] = np.arange(m)

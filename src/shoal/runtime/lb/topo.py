@@ -22,11 +22,10 @@ whatever the placement).
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
-from shoal.mapping.optimize import bisection
 from shoal.mapping.patterns import Pattern
 from shoal.runtime.lb.common import relabelling
 from shoal.runtime.lb.database import LBDatabase
@@ -34,9 +33,14 @@ from shoal.runtime.lb.graph import Problem, partition, problem
 from shoal.runtime.lb.greedy import refine
 from shoal.runtime.lb.machine import Machine
 
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
 
 def _quotient(adj: sp.csr_matrix, part: np.ndarray, k: int) -> sp.csr_matrix:
     """Bytes between parts (both directions, no self loops)."""
+    import scipy.sparse as sp  # (here: scipy costs 0.1 s at every PE's start)
+
     p = sp.csr_matrix((np.ones(part.size), (np.arange(part.size), part)),
                       shape=(part.size, k))
     q = (p.T @ adj @ p).tocsr()
@@ -53,6 +57,8 @@ def _hop_bytes(machine: Machine, q: sp.coo_matrix, pe_of_part: np.ndarray) -> fl
 def _on_torus(machine: Machine, q: sp.csr_matrix, receivers: np.ndarray) -> np.ndarray:
     """The PE (one of ``receivers``) of each part, by spectral bisection of the quotient
     graph ``q`` over the nodes of ``receivers``."""
+    from shoal.mapping.optimize import bisection  # (scipy.linalg: not at every PE's start)
+
     coo = q.tocoo()
     k = receivers.size
     pattern = Pattern(k, coo.row.astype(np.int64), coo.col.astype(np.int64), coo.data,
