@@ -42,6 +42,7 @@ SHM_GLOB = "mpich_shm_*"
 RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")
 """Set in every rank by the launchers shoal knows (MPICH's hydra, PMIx, Open MPI, srun)."""
 SHM_GRACE = 2.0  # seconds to wait for the exiting ranks of a dead job to release their files
+LAUNCH_MARK = "SHOAL_LAUNCH"  # in the environment of the ranks of one run_ranks job
 HOST_LISTS = ("HYDRA_HOST_FILE", "PBS_NODEFILE", "LSB_HOSTS")
 
 
@@ -103,8 +104,10 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
     launcher = (env or {}).get("SHOAL_MPIEXEC")
     cmd = [*(shlex.split(launcher) if launcher else mpiexec()), "-n", str(nprocs),
            sys.executable, *argv]
-    jobdir = (env or os.environ).get("SHOAL_JOBDIR")
-    with removing_shm_leftovers(), subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE
+    marker = f"{os.getpid()}.{time.monotonic_ns()}"
+    env = {**(os.environ if env is None else env), LAUNCH_MARK: marker}
+    jobdir = env.get("SHOAL_JOBDIR")
+    with removing_shm_leftovers(marker), subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE
                                                     ) as job, _forward_signals(job):
         relay = _Relay(job.stdout)
         deaths = _Deaths(Path(jobdir, "pes")) if jobdir else None
@@ -309,40 +312,58 @@ def _shm_files() -> set[Path]:
     return out
 
 
-def _in_use() -> set[str]:
-    """Paths under /dev/shm that a live process maps or holds open."""
-    used = set()
+def _users() -> dict[str, set[int]]:
+    """The processes that map or hold open each path under /dev/shm."""
+    users: dict[str, set[int]] = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
+        pid = int(proc.name)
         try:
             for line in (proc / "maps").read_text().splitlines():
                 if str(SHM_DIR) in line:
-                    used.add(line.split(maxsplit=5)[-1].removesuffix(" (deleted)"))
+                    path = line.split(maxsplit=5)[-1].removesuffix(" (deleted)")
+                    users.setdefault(path, set()).add(pid)
             for fd in (proc / "fd").iterdir():
-                used.add(os.readlink(fd))
+                users.setdefault(os.readlink(fd), set()).add(pid)
         except OSError:  # ended meanwhile, or another user's
             continue
-    return used
+    return users
+
+
+def _marked(pid: int, marker: str) -> bool:
+    """Whether process ``pid`` was started with ``SHOAL_LAUNCH=marker`` (a rank of the job
+    that :func:`run_ranks` launched with that marker)."""
+    try:
+        return f"{LAUNCH_MARK}={marker}".encode() in Path(f"/proc/{pid}/environ").read_bytes(
+            ).split(b"\0")
+    except OSError:
+        return False
 
 
 @contextmanager
-def removing_shm_leftovers() -> Iterator[None]:
+def removing_shm_leftovers(marker: str | None = None) -> Iterator[None]:
     """Around an MPI job: afterwards remove the MPICH shared-memory files of this user that
     appeared while it ran and that no live process uses (what the job left when it died;
-    another job's segments are mapped by its ranks and stay)."""
+    another job's segments are mapped by its ranks and stay).
+
+    A file still in use may be held by a rank of the dead job that has not exited yet: it
+    is retried for ``SHM_GRACE`` seconds. With ``marker`` (the job's ranks carry
+    ``SHOAL_LAUNCH=marker`` in their environment) only files that a marked process uses
+    are waited for; those of other jobs running beside it are left at once."""
     before = _shm_files()
     try:
         yield
     finally:
-        new = _shm_files() - before
+        new = {str(p) for p in _shm_files() - before}
         deadline = time.monotonic() + SHM_GRACE
-        while new:  # the ranks of a dead job may take a moment to exit
-            used = _in_use()
-            for path in new - {p for p in new if str(p) in used}:
-                path.unlink(missing_ok=True)
-            new = {p for p in new if str(p) in used}
-            if time.monotonic() > deadline:
+        while new:
+            users = _users()
+            for path in [p for p in new if p not in users]:
+                Path(path).unlink(missing_ok=True)
+            new = {p for p in new if p in users and (
+                marker is None or any(_marked(pid, marker) for pid in users[p]))}
+            if not new or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
 
