@@ -187,12 +187,14 @@ class _Deaths:
         self.host = socket.gethostname()
         self.order: list[tuple[str, int]] = []  # (PE, pid) as they died
         self._done = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()  # (stop() wakes the watcher at once)
         self._thread = threading.Thread(target=self._watch, daemon=True)
         if hasattr(os, "pidfd_open"):
             self._thread.start()
 
     def _watch(self) -> None:
         poller = select.poll()
+        poller.register(self._wake_r, select.POLLIN)
         watched: dict[int, tuple[str, int]] = {}  # pidfd -> (PE, pid)
         seen: set[str] = set()
         wait = 0.05
@@ -209,6 +211,8 @@ class _Deaths:
                     watched[fd] = (note.read_text().strip(), pid)
                     poller.register(fd, select.POLLIN)
             for fd, _ in poller.poll(int(wait * 1000)):
+                if fd == self._wake_r:
+                    continue
                 poller.unregister(fd)
                 os.close(fd)
                 self.order.append(watched.pop(fd))
@@ -218,8 +222,11 @@ class _Deaths:
 
     def stop(self) -> None:
         self._done.set()
+        os.write(self._wake_w, b"x")
         if self._thread.is_alive():
             self._thread.join()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
 
     def first(self) -> tuple[str, int] | None:
         return self.order[0] if self.order else None

@@ -185,6 +185,6 @@ def test_every_kind_of_parameter_round_trips():
 
 
 def test_a_command_without_n_cannot_relaunch():
-    with click.Context(cli.commands["topology"].commands["show"]) as ctx, \
+    with click.Context(cli.get_command(None, "topology").commands["show"]) as ctx, \
             pytest.raises(RuntimeError, match="no 'nprocs' option"):
         rank_argv(ctx)

@@ -4,34 +4,42 @@ user's mistake into one line on stderr."""
 from __future__ import annotations
 
 import sys
+from importlib import import_module
 
 import click
 
 import shoal
-from shoal.cli.ctl import ctl
-from shoal.cli.gossip import demo, gossip
-from shoal.cli.lb import lb
-from shoal.cli.mapping import map_cmd, topology
-from shoal.cli.netmodel import netmodel
-from shoal.cli.runtime import run
+
+COMMANDS = {"gossip": "shoal.cli.gossip:gossip", "netmodel": "shoal.cli.netmodel:netmodel",
+            "map": "shoal.cli.mapping:map_cmd", "topology": "shoal.cli.mapping:topology",
+            "run": "shoal.cli.runtime:run", "ctl": "shoal.cli.ctl:ctl",
+            "demo": "shoal.cli.gossip:demo", "lb": "shoal.cli.lb:lb"}
+"""Each command and where it lives: a command's module (and the part it drives) loads only
+when that command runs, so ``shoal run`` does not import numpy, the simulator or the
+balancers in the launching process."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return None
+        module, name = where.split(":")
+        command = getattr(import_module(module), name)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(shoal.__version__, prog_name="shoal")
 def cli() -> None:
     """shoal: an adaptive runtime for parallel programs on HPC clusters, and the system
     knowledge it needs: gossip-spread node state, the migratable-object runtime (`shoal
     run`), the max-rate communication model, and topology-aware process mapping."""
 
-
-cli.add_command(gossip)
-cli.add_command(netmodel)
-cli.add_command(map_cmd)
-cli.add_command(topology)
-cli.add_command(run)
-cli.add_command(ctl)
-cli.add_command(demo)
-cli.add_command(lb)
 
 
 def main() -> None:

@@ -70,8 +70,12 @@ def _path(group: click.Command, target: click.Command) -> list | None:
     """``[(name, command), ...]`` from ``group`` (excluded) down to ``target``."""
     if group is target:
         return []
-    for name, sub in getattr(group, "commands", {}).items():
-        rest = _path(sub, target)
+    if not isinstance(group, click.Group):
+        return None
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        sub = group.get_command(ctx, name)
+        rest = None if sub is None else _path(sub, target)
         if rest is not None:
             return [(name, sub), *rest]
     return None

@@ -121,6 +121,8 @@ def _lb_options(env: dict[str, str], strategy: str | None, auto: bool,
     """``--lb``, ``--lb-auto`` and ``--lb-machine`` into the job's environment; a mistake
     (an unknown strategy, topo without the machine, a torus too small) is said here, not
     by every rank."""
+    if strategy is None and not auto and machine is None:
+        return  # (the balancers' modules take 0.2-0.4 s to import)
     from shoal.runtime.lb.machine import Machine
     from shoal.runtime.lb.strategies import LBOptions, chain
 
