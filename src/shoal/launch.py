@@ -197,7 +197,6 @@ class _Deaths:
         poller.register(self._wake_r, select.POLLIN)
         watched: dict[int, tuple[str, int]] = {}  # pidfd -> (PE, pid)
         seen: set[str] = set()
-        wait = 0.05
         while not self._done.is_set():
             for note in self.folder.glob(f"*@{self.host}"):
                 if note.name not in seen:
@@ -210,13 +209,14 @@ class _Deaths:
                         continue
                     watched[fd] = (note.read_text().strip(), pid)
                     poller.register(fd, select.POLLIN)
-            for fd, _ in poller.poll(int(wait * 1000)):
+            # every 0.1 s: a rank noted late and dying before it is watched would be
+            # named after the ranks the launcher killed because of it
+            for fd, _ in poller.poll(100):
                 if fd == self._wake_r:
                     continue
                 poller.unregister(fd)
                 os.close(fd)
                 self.order.append(watched.pop(fd))
-            wait = min(1.5 * wait, 1.0)  # ranks note their PE as they start
         for fd in watched:
             os.close(fd)
 
