@@ -44,10 +44,10 @@ def test_an_aborted_job_leaves_no_shared_memory(tmp_path):
 def test_only_files_nobody_uses_are_removed(tmp_path):
     """A segment that appears during the job but that a live process maps stays (another
     job's); one that nobody maps is removed; one there before is not touched."""
-    old = SHM_DIR / "mpich_shm_shoaltest_old"
+    old = SHM_DIR / f"mpich_shm_shoaltest_old_{os.getpid()}"
     old.write_bytes(b"x")
-    live = SHM_DIR / "mpich_shm_shoaltest_live"
-    dead = SHM_DIR / "mpich_shm_shoaltest_dead"
+    live = SHM_DIR / f"mpich_shm_shoaltest_live_{os.getpid()}"
+    dead = SHM_DIR / f"mpich_shm_shoaltest_dead_{os.getpid()}"
     holder = None
     try:
         with removing_shm_leftovers():
@@ -86,7 +86,7 @@ def _holder(path, seconds, marker=None):
 def test_with_a_marker_another_jobs_segment_is_left_without_waiting(monkeypatch):
     """A launch's own cleanup does not wait out the grace for a segment that only another
     job's ranks map (a second job beside it): no sleep at all."""
-    other = SHM_DIR / "mpich_shm_shoaltest_other"
+    other = SHM_DIR / f"mpich_shm_shoaltest_other_{os.getpid()}"
     holder = None
     try:
         with removing_shm_leftovers("job-a"):
@@ -108,7 +108,7 @@ def test_with_a_marker_another_jobs_segment_is_left_without_waiting(monkeypatch)
 def test_with_a_marker_its_own_lingering_rank_is_waited_for():
     """A segment mapped by an exiting rank of the job itself is removed once that rank has
     gone, within the grace."""
-    own = SHM_DIR / "mpich_shm_shoaltest_own"
+    own = SHM_DIR / f"mpich_shm_shoaltest_own_{os.getpid()}"
     holder = None
     try:
         with removing_shm_leftovers("job-a"):
