@@ -17,7 +17,7 @@ and arrive in the order they were sent.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 from shoal.errors import UsageError
@@ -75,6 +75,17 @@ class Channel:
             slot.waiting.setdefault(key, deque()).append(fut)
         return fut
 
+    def _when_ready(self, note: Callable[[], None]) -> bool:
+        """For :func:`shoal.iwait`: True when a value is there to receive now, else
+        ``note()`` is called when one arrives (and not taken by a pending receive)."""
+        slot = current().current
+        if slot is None:
+            raise UsageError("shoal.iwait over channels from an entry method of their chare")
+        if slot.chan.get(self.key):
+            return True
+        slot.notes.setdefault(self.key, []).append(note)
+        return False
+
 
 def deliver(slot: Slot, key: tuple[Any, ...], value: Any) -> None:
     """A value arrived at element ``slot`` on channel ``key``: to the oldest pending
@@ -88,3 +99,7 @@ def deliver(slot: Slot, key: tuple[Any, ...], value: Any) -> None:
         current().resolve(fut.pe, fut.fid, value)
     else:
         slot.chan.setdefault(key, deque()).append(value)
+        notes = slot.notes.pop(key, None)
+        if notes:  # shoal.iwait: the channel has a value to receive
+            for note in notes:
+                note()

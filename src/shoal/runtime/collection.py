@@ -15,6 +15,8 @@ from shoal.runtime.maps import Singles, home
 from shoal.runtime.proxy import proxy_classes
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from shoal.runtime.chare import Chare
     from shoal.runtime.futures import Future
     from shoal.runtime.maps import ArrayMap
@@ -52,6 +54,7 @@ class Slot:
         "key",
         "lb_mark",
         "migrate_to",
+        "notes",
         "obj",
         "ooo",
         "out",
@@ -91,6 +94,8 @@ class Slot:
         self.chans: dict[tuple[Any, Any], int] = {}
         # channel key -> futures of pending receives
         self.waiting: dict[tuple[Any, ...], deque[Future]] = {}
+        # channel key -> what shoal.iwait calls when a value is there to receive
+        self.notes: dict[tuple[Any, ...], list[Callable[[], None]]] = {}
         self.allreduce: deque[Future] = deque()  # futures of this element's pending allreduces
         self.stats: dict[str, list[float]] = {}  # method -> [calls, wall seconds, cpu seconds]
         self.lb_mark = 0.0  # its seconds in entry methods at the last balancing step

@@ -12,6 +12,7 @@ as they complete. A future that carries an entry method's exception
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator, Iterable
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from shoal.runtime.failure import Failure
 from shoal.runtime.protocol import RET
 
 if TYPE_CHECKING:
+    from shoal.runtime.channel import Channel
     from shoal.runtime.collection import Slot
     from shoal.runtime.pe import Runtime
 
@@ -120,10 +122,12 @@ class BroadcastReturn(Gather):
         rt.send(0, (RET, self.cid, self.num, slot.index, value))
 
 
-def iwait(futures: Iterable[Future]) -> Arrivals:
+def iwait(futures: Iterable[Future | Channel]) -> Arrivals:
     """``async for fut in shoal.iwait(futures)``: each future of this PE, as it completes
     (those already complete first, in the order given); ``await fut`` then gives its value
-    at once (or raises its entry method's exception)."""
+    at once (or raises its entry method's exception). Channels (charm4py's ``iwait`` over
+    channels) may be among them, from an entry method of their chare: a channel comes when
+    a value is there to receive, and ``await ch.recv()`` then gives it at once."""
     return Arrivals(futures)
 
 
@@ -132,15 +136,21 @@ class Arrivals:
 
     __slots__ = ("left", "next", "ready")
 
-    def __init__(self, futures: Iterable[Future]):
+    def __init__(self, futures: Iterable[Future | Channel]):
         rt = current()
-        self.ready: deque[Future] = deque()
+        self.ready: deque[Future | Channel] = deque()
         self.left = 0  # futures still to complete
         self.next: Future | None = None  # what the consumer awaits, when none was ready
         for fut in futures:
             if not isinstance(fut, Future):
-                raise UsageError(f"shoal.iwait takes futures, not {fut!r}")
-            if fut.done:
+                when_ready = getattr(fut, "_when_ready", None)  # a Channel
+                if when_ready is None:
+                    raise UsageError(f"shoal.iwait takes futures and channels, not {fut!r}")
+                if when_ready(functools.partial(self._arrived, fut)):
+                    self.ready.append(fut)
+                else:
+                    self.left += 1
+            elif fut.done:
                 self.ready.append(fut)
             elif rt.futures.get(fut.fid) is not fut:
                 raise UsageError(f"shoal.iwait: {fut!r} belongs to PE {fut.pe}; a future "
@@ -149,7 +159,7 @@ class Arrivals:
                 fut.waiters.append(self._arrived)
                 self.left += 1
 
-    def _arrived(self, fut: Future) -> None:
+    def _arrived(self, fut: Future | Channel) -> None:
         self.left -= 1
         nxt, self.next = self.next, None
         if nxt is None:

@@ -84,6 +84,44 @@ async def awaitable_broadcast():
         assert await t.count(ret=True) == [k] * 7
 
 
+class Star(shoal.Chare):
+    """Element 0 is a hub with a channel to every other element (a spoke)."""
+
+    async def hub(self, order, result):
+        n = len(order)
+        chans = [shoal.Channel(self, self.thisProxy[k]) for k in range(1, n + 1)]
+        self.acked = shoal.future()
+        self.thisProxy[order[0]].spoke(True)
+        await self.acked  # spoke order[0]'s value is in its channel's buffer now
+        got = []
+        async for ch in shoal.iwait([*chans]):
+            k = chans.index(ch) + 1
+            got.append(k)
+            assert await ch.recv() == k * 100  # at once: iwait said it was there
+            if len(got) < n:
+                self.thisProxy[order[len(got)]].spoke(False)
+        result.send(got)
+
+    def spoke(self, ack):
+        shoal.Channel(self, self.thisProxy[0]).send(self.thisIndex[0] * 100)
+        if ack:
+            self.thisProxy[0].ack()  # (after the value: same sender, same order)
+
+    def ack(self):
+        self.acked.send(None)
+
+
+async def iwait_channels():
+    """iwait over channels (charm4py's iwait(channels)): a channel comes when a value is
+    there to receive, the one whose value was there first, then in arrival order; the
+    hub releases the next spoke only after it got the previous one's value."""
+    order = [4, 2, 5, 1, 3]
+    star = shoal.Array(Star, len(order) + 1)
+    result = shoal.future()
+    star[0].hub(order, result)
+    return await result
+
+
 if __name__ == "__main__":
     main({"iwait_order": iwait_order, "future_of_n": future_of_n,
-          "awaitable_broadcast": awaitable_broadcast})
+          "awaitable_broadcast": awaitable_broadcast, "iwait_channels": iwait_channels})
