@@ -31,7 +31,7 @@ $(OMPI)/.installed: | $(VENV)/.installed
 # SHOAL_FT_MPI: the user's Open MPI if set, else the one of .ompi
 test: $(VENV)/.installed $(OMPI)/.installed
 	SHOAL_FT_MPI="$${SHOAL_FT_MPI:-$$(test -f $(OMPI)/.installed && echo $(CURDIR)/$(OMPI))}" \
-	  $(PY) -m pytest -q $(TESTS)
+	  $(PY) -m pytest -q --durations=15 $(TESTS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks examples
