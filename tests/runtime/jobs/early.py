@@ -11,7 +11,6 @@ import sys
 
 import shoal
 
-
 if "--no-chare" not in sys.argv:
 
     class Cell(shoal.Chare):
