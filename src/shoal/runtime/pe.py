@@ -742,6 +742,7 @@ class Runtime:
         per (sender, receiver) pair by the senders on this PE (bytes count what went on the
         wire: 0 between elements of one PE), idle seconds, and the bytes this PE sent (of
         them, through shared memory)."""
+        self.location.forget_links()
         elements = {slot.key: {m: tuple(v) for m, v in slot.stats.items()}
                     for coll in self.colls.values() for slot in coll.local.values()}
         comm = {(slot.key, dst): tuple(v[:2]) for coll in self.colls.values()
