@@ -8,6 +8,11 @@ For shoal the latency is also measured with instrumentation off, in the same job
 gives its cost. ``shoal-mpi`` is shoal with its shared-memory segments off (``shm_bytes=0``):
 every large buffer goes by MPI, as it does between nodes.
 
+Each figure is the median of every measurement of every run; below the table, each
+implementation's spread over runs (the least and the greatest of the runs' own medians) and a
+flag where they differ by more than ``BIMODAL`` times, so that a figure that depends on the run
+(a shared core, issue 17) cannot hide behind a median; the load averages before and after.
+
 Usage: python benchmarks/runtime_messaging.py [--runs 3] [--repeat 3]
 (charm4py comes from ``pip install 'shoal[peers]'``; without it its column is left out.)
 """
@@ -15,6 +20,7 @@ Usage: python benchmarks/runtime_messaging.py [--runs 3] [--repeat 3]
 import argparse
 import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -30,6 +36,7 @@ BURST = 100_000
 BIG_PINGS = 200
 MIB = np.ones(1 << 17)  # 1 MiB of float64
 PEER = Path(__file__).parent / "peers" / "messaging_charm4py.py"
+BIMODAL = 1.5  # runs whose medians differ by more than this factor are flagged
 
 
 # ---------------------------------------------------------------- shoal
@@ -181,12 +188,14 @@ def main():
     impls = ["shoal", "mpi4py", "shoal-mpi"]
     if importlib.util.find_spec("charm4py") is not None:
         impls.append("charm4py")
-    res = {impl: {} for impl in impls}
+    load = os.getloadavg()
+    res = {impl: {} for impl in impls}  # impl -> key -> one list of measurements per run
     for _ in range(args.runs):  # jobs interleaved: the machine's slow spells hit all alike
         for impl in impls:
             for key, values in launch(impl, args.repeat).items():
-                res[impl].setdefault(key, []).extend(values)
-    med = {impl: {k: statistics.median(v) for k, v in r.items()} for impl, r in res.items()}
+                res[impl].setdefault(key, []).append(values)
+    med = {impl: {k: statistics.median(v for run in runs for v in run)
+                  for k, runs in r.items()} for impl, r in res.items()}
     s = med["shoal"]
     print(f"2 PEs, medians of {args.runs} jobs x {args.repeat} measurements each")
     print(f"{'':38}" + "".join(f"{i:>12}" for i in impls) + "   ratios")
@@ -203,6 +212,33 @@ def main():
     over = s["latency"] / s["latency_nostats"] - 1
     print(f"instrumentation cost on the ping-pong: {100 * over:+.1f}% "
           f"({s['latency_nostats'] * 1e6:.1f} us without), target <= 5%")
+    print_spread(res, [(label, key, scale) for label, key, scale, _ in rows], load)
+
+
+def print_spread(res, rows, load):
+    """Each implementation's least and greatest run median per row of ``rows`` (label, key,
+    scale), flagged where they differ by more than ``BIMODAL`` times, and the load averages
+    of the machine before (``load``) and after the runs."""
+    impls = list(res)
+    print(f"\nspread over runs: least-greatest of the runs' medians (* = more than "
+          f"{BIMODAL}x apart)")
+    flagged = []
+    for label, key, scale in rows:
+        cells = []
+        for impl in impls:
+            meds = [statistics.median(run) for run in res[impl][key]]
+            lo, hi = min(meds) * scale, max(meds) * scale
+            odd = max(meds) > BIMODAL * min(meds)
+            if odd:
+                flagged.append(f"{impl} {label}")
+            cells.append(f"{lo:.3g}-{hi:.3g}{'*' if odd else ' '}")
+        print(f"{label:38}" + "".join(f"{c:>12}" for c in cells))
+    after = os.getloadavg()
+    print(f"load average {load[0]:.2f} before, {after[0]:.2f} after, on "
+          f"{os.cpu_count()} cores")
+    if flagged:
+        print(f"BIMODAL: {'; '.join(flagged)}: the runs disagree, so the medians above are "
+              "not one figure; check what else ran (load average) and run again")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """One-way time of a numpy array between 2 PEs by size: shoal (large buffers through shared
 memory), shoal-mpi (``shm_bytes=0``: every buffer by MPI, as between nodes) and raw mpi4py
-``Send``/``Recv`` into a buffer it keeps. Ping-pong / 2, jobs interleaved, medians.
+``Send``/``Recv`` into a buffer it keeps. Ping-pong / 2, jobs interleaved, medians, and the
+spread over runs (see runtime_messaging.py).
 
 Usage: python benchmarks/runtime_sizes.py [--sizes 8B,1KiB,16KiB,64KiB,256KiB,1MiB,4MiB]
                                           [--runs 3] [--repeat 3]
@@ -8,12 +9,13 @@ Usage: python benchmarks/runtime_sizes.py [--sizes 8B,1KiB,16KiB,64KiB,256KiB,1M
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 
 import numpy as np
-from runtime_messaging import Pong, mpi_pingpong  # the same ping-pong
+from runtime_messaging import Pong, mpi_pingpong, print_spread  # the same ping-pong
 
 import shoal
 from shoal.units import format_bytes, parse_size
@@ -67,7 +69,8 @@ def main():
         return
     from shoal.launch import mpiexec
 
-    res = {impl: {n: [] for n in sizes} for impl in JOBS}
+    load = os.getloadavg()
+    res = {impl: {n: [] for n in sizes} for impl in JOBS}  # one list per run
     for _ in range(args.runs):
         for impl in JOBS:
             cmd = [*mpiexec(), "-n", "2", sys.executable, __file__, "--job", impl,
@@ -77,15 +80,16 @@ def main():
                 raise RuntimeError(f"{impl} failed:\n{out.stderr[-2000:]}")
             line = next(x for x in out.stdout.splitlines() if x.startswith("{"))
             for n, values in json.loads(line).items():
-                res[impl][int(n)].extend(values)
+                res[impl][int(n)].append(values)
     print(f"one-way time (us), 2 PEs, medians of {args.runs} jobs x {args.repeat}")
     print(f"{'size':>10}" + "".join(f"{i:>12}" for i in JOBS)
           + "  shoal/mpi4py  shoal-mpi/mpi4py")
     for n in sizes:
-        med = {i: statistics.median(res[i][n]) for i in JOBS}
+        med = {i: statistics.median(v for run in res[i][n] for v in run) for i in JOBS}
         print(f"{format_bytes(n):>10}" + "".join(f"{med[i] * 1e6:12.1f}" for i in JOBS)
               + f"  {med['shoal'] / med['mpi4py']:12.2f}"
               + f"  {med['shoal-mpi'] / med['mpi4py']:16.2f}")
+    print_spread(res, [(f"{format_bytes(n)} (us)", n, 1e6) for n in sizes], load)
 
 
 if __name__ == "__main__":

@@ -77,6 +77,20 @@ def test_a_run_that_checkpoints_and_goes_on_ends_as_the_uninterrupted_one(refere
     assert sorted(c["kind"] for c in manifest["collections"]) == ["array", "group"]
 
 
+def test_destroyed_collections_stay_destroyed_across_restarts_on_other_numbers_of_pes(
+        tmp_path):
+    # made on PE 2 of 3 and destroyed; restarted on 2 PEs, then on 3 again: the new PE 2
+    # counts its collections from 0, and used to make an array with the destroyed id, which
+    # the stale proxy then reached (and a call through it waited forever in between)
+    doomed = job(3, "doomed", tmp_path / "a")["doomed"]
+    assert doomed & 0xFFFFF == 2
+    for ranks, src, dst in ((2, "a", "b"), (3, "b", "c")):
+        got = job(ranks, "doomed", tmp_path / dst, "", "--restart", tmp_path / src)
+        assert got["doomed"] == doomed
+        assert f"collection {doomed} was destroyed" in got["said"], got
+        assert doomed not in got["made"] and len(set(got["made"])) == ranks, got
+
+
 def test_a_second_call_before_the_first_completes_waits_for_it(tmp_path):
     got = job(2, "serial", tmp_path / "s")
     assert (got["first"], got["second"]) == (1, 2)  # one after the other in one directory

@@ -22,3 +22,10 @@ def test_destroying_a_collection_with_messages_queued_and_in_flight_ends_them_cl
     out = run_job("lifetime", 3, "destroy_busy")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "OK destroy_busy" in out.stdout
+
+
+def test_records_of_messages_and_channels_to_destroyed_collections_are_forgotten():
+    sent, keep = run_ok("lifetime", 3, "destroy_links")["destroy_links"]
+    # each talker sent the lasting array 6 + 7 + 8 calls and 3 channel values and, on
+    # record, nothing to the 3 destroyed ones
+    assert sent == [{keep: 24}] * 6, sent

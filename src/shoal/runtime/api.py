@@ -15,7 +15,7 @@ from shoal.runtime.context import current
 from shoal.runtime.futures import Future
 from shoal.runtime.pe import Runtime
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
-from shoal.runtime.startup import arm, handshake
+from shoal.runtime.startup import arm, handshake, ran
 
 if TYPE_CHECKING:
     from mpi4py import MPI
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from shoal.runtime.chare import Chare
     from shoal.runtime.maps import ArrayMap
 
-arm()  # in an MPI rank: one that ends before shoal.start ends the job (runtime.startup)
+arm()  # under shoal run: a rank that ends before shoal.start ends the job (runtime.startup)
 
 
 def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = None,
@@ -61,6 +61,8 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
         comm = MPI.COMM_WORLD
         register_pe(comm.Get_rank())  # shoal run names it if it is killed
         handshake(comm)  # every rank is here, or the job ends (see runtime.startup)
+    else:
+        ran()
     if not options.get("ft"):
         rt = Runtime(comm, **options)
         arm_kills(rt.pe)  # shoal run --kill: a failure injected into this PE

@@ -24,6 +24,7 @@ from shoal.runtime.channel import deliver
 from shoal.runtime.context import current
 from shoal.runtime.futures import Future
 from shoal.runtime.proxy import ElementProxy, SectionProxy
+from shoal.runtime.startup import arm
 
 if TYPE_CHECKING:
     from shoal.runtime.collection import Slot
@@ -34,6 +35,10 @@ class Chare:
     """Base class of array elements, group members and single chares."""
 
     _slot: Slot  # set by the runtime before __init__ runs
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        arm(cls)  # a program of the runtime: a rank that ends before shoal.start ends the job
 
     @property
     def thisIndex(self) -> tuple[int, ...]:  # noqa: N802 - the name Charm++ programmers know

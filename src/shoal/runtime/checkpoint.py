@@ -325,6 +325,7 @@ class Checkpoints:
         self._refuse_suspended()
         if rt.queue.fifo or rt.queue.heap:
             raise CheckpointError("internal: work queued at the consistent point")
+        rt.location.forget_links()  # elements saved without records of destroyed ones
         writer = shards.ShardWriter(tmp, f"pe-{rt.pe:05d}")
         colls: dict[int, list[int]] = {}
         try:
@@ -346,7 +347,8 @@ class Checkpoints:
     def _pe_info(self) -> dict[str, Any]:
         """This PE's counters and its part of each collection that is not in an element."""
         rt = self.rt
-        return {"pe": rt.pe, "ncoll": rt.location.ncoll, "nfut": rt.nfut,
+        return {"pe": rt.pe, "ncoll": rt.location.ncoll, "destroyed": rt.location.destroyed,
+                "nfut": rt.nfut,
                 "pe_out": rt.pe_out, "futures": sorted(rt.futures),
                 "gathers": {fid: (f.count, f.values) for fid, f in rt.futures.items()
                             if f.values is not None},
@@ -437,6 +439,9 @@ class Checkpoints:
         meta = main.load(main.entries[0])
         for m in meta:
             self._rebuild(m, infos, old)
+        # no id of a destroyed collection is used again, nor reaches a new collection
+        # (a new PE's count starts at 0); absent from checkpoints before this field
+        rt.location.destroyed = set().union(*(info.get("destroyed", ()) for info in infos))
         for q, shard in enumerate(pes):
             if not same and q % rt.npes == rt.pe:
                 shard.verify()  # every shard is checked by one PE

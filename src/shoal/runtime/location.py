@@ -57,6 +57,7 @@ class Location:
         self.nsingle = 0
         self.turn = 0
         self.destroyed: set[int] = set()  # ids of destroyed collections (calls to them fail)
+        self.unlinked = 0  # collections destroyed since local elements last forgot them
         # (root, cid) -> [children yet to answer, the future of the destruction at the root]
         self.destroying: dict[tuple[int, int], list[Any]] = {}
 
@@ -299,6 +300,31 @@ class Location:
         rt.processed += sum(map(len, coll.absent.values()))  # (counted at the home)
         if rt.pe == 0 and coll.at_sync:
             rt.balancer.collection_destroyed(cid)
+        self.unlinked += 1
+        if self.unlinked > sum(len(c.local) for c in rt.colls.values()) >> 10:
+            self.forget_links()  # a pass over every local element per 1024 of them
+
+    def forget_links(self) -> None:
+        """Local elements forget what they recorded about the elements of destroyed
+        collections: the messages and bytes sent to them (the communication graph of
+        ``shoal.stats()``, of load balancing and of checkpoints; also the sequence numbers,
+        which nothing uses once sends to them are refused) and the channels made to them.
+        Run after destructions (every one while a PE holds fewer than 1024 elements) and
+        before those graphs are read; an element that migrates from a PE that had not
+        heard of a destruction yet brings its records, forgotten here at the next pass.
+        What elements expect from senders of destroyed collections stays: their messages
+        may still be on the way, and must arrive in order."""
+        self.unlinked = 0
+        gone = self.destroyed
+        if not gone:
+            return
+        for coll in self.rt.colls.values():
+            for slot in coll.local.values():
+                out, chans = slot.out, slot.chans
+                for dst in [dst for dst in out if dst[0] in gone] if out else ():
+                    del out[dst]
+                for key in [key for key in chans if key[0][0] in gone] if chans else ():
+                    del chans[key]
 
     def on_outside(self, env: tuple) -> None:
         """Down the tree from the root: the dense array has elements outside its shape

@@ -2,30 +2,39 @@
 
 Every rank of a job runs ``shoal.start``, whose first collective call waits for all of
 them: a rank that ended before it (``sys.exit(3)``, an exception, a plain return) left the
-others waiting forever. So, in a rank of an MPI job of several ranks under ``shoal run``
-(``SHOAL_JOBDIR``; the launchers set ``PMI_RANK`` and friends), importing shoal arms an
-``atexit`` hook, and ``shoal.start``
-begins with a handshake on ``MPI_COMM_WORLD`` (tag ``TAG``, reserved for it):
+others waiting forever. So ``shoal.start`` on ``MPI_COMM_WORLD`` begins with a handshake
+(tag ``TAG`` of ``MPI_COMM_WORLD``, reserved for it), and an armed process that ends
+without it meets the others at its exit:
 
-- every rank other than 0 tells rank 0 ``started``, then waits for rank 0's ``go``;
-- rank 0 waits for all of them, then tells each ``go``;
-- a rank that ends without having called ``shoal.start`` tells rank 0 (rank 0 tells every
-  rank) ``left``, with its exit code and host, and ends as it would have;
-- a rank in the handshake that hears ``left`` aborts the job with that code (1 for a code
-  of 0: a job missing a rank did not succeed).
+- in the handshake, every rank other than 0 tells rank 0 ``started``, then waits for rank
+  0's ``go``; rank 0 waits for a word from all of them, then tells each ``go``;
+- at its exit, a rank other than 0 tells rank 0 ``left`` (with its exit code and host, and
+  whether it ran the runtime on another communicator: library mode), then waits for rank
+  0's answer; rank 0 waits for a word from all of them and answers each ``ok``;
+- whoever hears ``left`` in the handshake, or ``started`` at its exit, aborts the job with
+  the code of the rank that left (1 for a code of 0: a job missing a rank did not succeed),
+  and ``shoal: PE r (host h) ended before shoal.start (exit code c): the job ends``; the
+  rank that left says it itself when its code is not 0 (the launcher may end the job as
+  soon as that rank is gone, before the others have looked).
 
-The message, ``shoal: PE r (host h) ended before shoal.start (exit code c): the job ends``,
-comes from the rank that ended when its code is not 0 (the launcher may end the job as
-soon as that rank is gone, before the others have looked), else from the rank that aborts.
+So a job whose ranks all end without the runtime (``--help``, library mode on part of
+``MPI_COMM_WORLD``) ends as it would have, every message received: MPICH's
+``MPI_Finalize`` went wrong with unreceived ones (the gossip service's job: rank 0 left
+without the PMI barrier and the launcher killed the others). Waits are polled with back-off
+and bounded (``WAIT``): after it, a rank that left stops waiting, and rank 0 tells the
+ranks it has not heard from ``left`` (so one that reaches the handshake later ends the job)
+and ends.
 
-Nobody waits in the hook. It is armed under ``shoal run`` only: a program that uses
-shoal's other parts over mpi4py and never calls ``shoal.start`` (the gossip service, the
-network benchmarks) would otherwise leave ``left`` messages unreceived at its
-``MPI_Finalize``, which made such jobs end by signal under MPICH. The exit code is what
-``sys.exit`` was given (the hook records it: Python does
-not tell ``atexit`` hooks the code), 1 after an uncaught exception, else 0. Under a plain
-``mpiexec python prog.py`` nothing is armed; a rank that ends before it
-imports shoal, or that is killed, is not seen here (``shoal run`` names a killed rank).
+A process arms itself under ``shoal run`` (``SHOAL_JOBDIR``) when shoal is imported, and
+elsewhere (a plain ``mpiexec python prog.py``) when the program defines its first chare
+class (a :class:`~shoal.runtime.chare.Chare` subclass outside shoal): the ranks of an SPMD
+program all do, and the programs that use shoal's other parts over mpi4py (the gossip
+service, the network benchmarks) never do, so they end as before with nothing sent. Only in
+a rank of an MPI job of several ranks. The exit code is what ``sys.exit`` was given (the
+hook records it: Python does not tell ``atexit`` hooks the code), 1 after an uncaught
+exception, else 0. A rank that ends before it is armed, that finalises MPI itself, or that
+is killed, is not seen here (``shoal run`` names a killed rank; MPICH's launcher ends the
+job).
 """
 
 from __future__ import annotations
@@ -45,35 +54,45 @@ if TYPE_CHECKING:
 
 TAG = 32700  # of MPI_COMM_WORLD, for the handshake (MPI guarantees tags up to 32767)
 SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS")
+WAIT = 10.0  # seconds a process at its exit waits for the others' word (see the module doc)
 
 
 class _State:
     armed = False
-    started = False  # shoal.start was called here: the hook has nothing to do
+    handshake = False  # shoal.start did the handshake here: the hook has nothing to do
+    ran = False  # shoal.start ran here on another communicator (library mode)
     code: int | None = None  # the code sys.exit was given, 1 after an uncaught exception
 
 
-def arm() -> None:
-    """In a rank of an MPI job of several ranks: record the exit code and tell the job if
-    this process ends before ``shoal.start`` (once per process)."""
-    if _State.armed or not _in_job():
+def arm(chare: type | None = None) -> None:
+    """In a rank of an MPI job of several ranks, under ``shoal run`` (``chare`` None: at
+    import) or once the program defines its first chare class ``chare``: record the exit
+    code and meet the others at exit if this process ends before ``shoal.start`` (once per
+    process)."""
+    if _State.armed or not _in_job(chare is None):
         return
+    if chare is not None and chare.__module__.partition(".")[0] == "shoal":
+        return  # shoal's own chares (apps, run_on_all) say nothing about the program
     _State.armed = True
     sys.exit = _recording_exit(sys.exit)
     sys.excepthook = _recording_hook(sys.excepthook)
     atexit.register(_ended)
 
 
-def _in_job() -> bool:
-    """A rank of a runtime program under ``shoal run`` (``SHOAL_JOBDIR``): other MPI
-    programs that import shoal (the gossip service, the benchmarks) never call
-    ``shoal.start`` and must not talk to their peers at exit."""
-    if "SHOAL_JOBDIR" not in os.environ:
+def _in_job(under_run: bool) -> bool:
+    """A rank of an MPI job of several ranks (the launchers set ``PMI_RANK`` and friends),
+    under ``shoal run`` (``SHOAL_JOBDIR``) if ``under_run``."""
+    if under_run and "SHOAL_JOBDIR" not in os.environ:
         return False
     if not any(v in os.environ for v in RANK_VARIABLES):
         return False
     sizes = [os.environ[v] for v in SIZE_VARIABLES if os.environ.get(v, "").isdigit()]
     return not sizes or int(sizes[0]) > 1
+
+
+def ran() -> None:
+    """``shoal.start`` runs here on a communicator of the program's (library mode)."""
+    _State.ran = True
 
 
 def _recording_exit(plain: Callable[..., NoReturn]) -> Callable[..., NoReturn]:
@@ -94,8 +113,8 @@ def _recording_hook(plain: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _ended() -> None:
-    """At exit, without ``shoal.start``: say so to rank 0 (rank 0: to every rank)."""
-    if _State.started or _cli():
+    """At exit, without the handshake: meet the others (see the module doc)."""
+    if _State.handshake or _cli():
         return
     from mpi4py import MPI
 
@@ -106,16 +125,45 @@ def _ended() -> None:
     if size == 1:
         return
     code, host = _State.code or 0, socket.gethostname()
-    if code:
+    if code and not _State.ran:
         _say(rank, host, code)
-    for dest in range(1, size) if rank == 0 else (0,):
-        world.send(("left", code, host), dest, TAG)  # small: eager, returns at once
+    if rank:
+        if not world.iprobe(0, TAG):  # else rank 0 has stopped waiting for this one
+            world.send(("left", code, host), 0, TAG)  # small: eager, returns at once
+        _receive(world, 0, time.monotonic() + WAIT)
+        return
+    heard = _gather(world, time.monotonic() + WAIT)
+    if any(msg[0] == "started" for msg in heard.values()) and not _State.ran:
+        _abort(0, host, code)  # ranks wait in the handshake for this one
+    for dest in range(1, size):
+        world.send(("ok",) if dest in heard else ("left", code, host), dest, TAG)
+
+
+def _gather(world: MPI.Intracomm, until: float) -> dict[int, tuple[Any, ...]]:
+    """Rank 0: the word of every other rank, by rank, or of those heard by ``until``."""
+    heard: dict[int, tuple[Any, ...]] = {}
+    while len(heard) < world.Get_size() - 1:
+        got = _receive(world, None, until)
+        if got is None:
+            break
+        heard[got[1]] = got[0]
+    return heard
 
 
 def _say(rank: int, host: str, code: int) -> None:
     sys.stderr.write(f"shoal: PE {rank} (host {host}) ended before shoal.start (exit code "
                      f"{code}): the job ends\n")
     sys.stderr.flush()
+
+
+def _abort(rank: int, host: str, code: int) -> NoReturn:
+    """End the job because PE ``rank`` ended before ``shoal.start`` with ``code``."""
+    from mpi4py import MPI
+
+    if not code:
+        _say(rank, host, code)
+    MPI.COMM_WORLD.Abort(code or 1)
+    raise SystemExit(code or 1)  # (Abort does not return)
 
 
 def _cli() -> bool:
@@ -128,7 +176,7 @@ def _cli() -> bool:
 def handshake(world: MPI.Intracomm) -> None:
     """The start of ``shoal.start`` on ``MPI_COMM_WORLD``: returns once every rank has
     called it; aborts the job if one ended before (see the module doc)."""
-    _State.started = True
+    _State.handshake = True
     size = world.Get_size()
     if size == 1:
         return
@@ -142,27 +190,26 @@ def handshake(world: MPI.Intracomm) -> None:
         _check(_receive(world, 0))
 
 
-def _receive(world: MPI.Intracomm, source: int | None) -> tuple[Any, int]:
+def _receive(world: MPI.Intracomm, source: int | None,
+             until: float | None = None) -> tuple[tuple[Any, ...], int] | None:
     """The next handshake message (from ``source``, or any rank) and its sender, polled
-    with back-off (an MPI blocking receive would spin on the core)."""
+    with back-off (an MPI blocking receive would spin on the core); None if ``until``
+    (a ``time.monotonic()``) comes first."""
     from mpi4py import MPI
 
     status = MPI.Status()
     src = MPI.ANY_SOURCE if source is None else source
     nap = 1e-5
     while not world.iprobe(src, TAG, status):
+        if until is not None and time.monotonic() > until:
+            return None
         time.sleep(nap)
         nap = min(2 * nap, 0.05)
     return world.recv(source=status.Get_source(), tag=TAG), status.Get_source()
 
 
-def _check(got: tuple[Any, int]) -> None:
+def _check(got: tuple[tuple[Any, ...], int] | None) -> None:
+    assert got is not None  # (waited without a bound)
     msg, src = got
-    if msg[0] != "left":
-        return
-    _, code, host = msg
-    if not code:
-        _say(src, host, code)
-    from mpi4py import MPI
-
-    MPI.COMM_WORLD.Abort(code or 1)
+    if msg[0] == "left":
+        _abort(src, msg[2], msg[1])

@@ -1,12 +1,13 @@
 """Checkpoint and restart (run by test_checkpoint.py): ``python checkpoint.py SCENARIO DIR
 [--restart PATH]``. PE 0 prints ``RESULT`` and a Python literal for the test to compare.
 
-``every``: the same ring, checkpointed after every iteration (for ``shoal run --restarts``
-and ``--kill``). ``ring MODE``: a deterministic ring of 7 blocks (numpy state, neighbour exchange by
-channels, a group counting the iterations) runs 6 iterations; values posted on channels
-at iteration 3 are received at iteration 3 after the checkpoint point. MODE ``plain``
-takes no checkpoint, ``ckpt`` checkpoints at iteration 3 and goes on, ``stop`` exits right
-after the checkpoint; with ``--restart`` the run continues from the checkpoint.
+``doomed``: a destroyed array across restarts. ``every``: the same ring, checkpointed
+after every iteration (for ``shoal run --restarts`` and ``--kill``). ``ring MODE``: a
+deterministic ring of 7 blocks (numpy state, neighbour exchange by channels, a group
+counting the iterations) runs 6 iterations; values posted on channels at iteration 3 are
+received at iteration 3 after the checkpoint point. MODE ``plain`` takes no checkpoint,
+``ckpt`` checkpoints at iteration 3 and goes on, ``stop`` exits right after the checkpoint;
+with ``--restart`` the run continues from the checkpoint.
 """
 
 import hashlib
@@ -88,6 +89,46 @@ class Sleeper(shoal.Chare):
     def fine(self):
         self.lock = None
         self.never.send(None)
+
+
+class Leaf(shoal.Chare):
+    def ping(self):
+        return self.thisIndex[0]
+
+
+class Maker(shoal.Chare):
+    """One per PE: makes arrays there (their ids carry this PE's number)."""
+
+    def make(self):
+        return shoal.Array(Leaf, 2)
+
+
+async def doomed(where, _mode):
+    """An array made by the last PE, destroyed, then a checkpoint whose state holds its
+    proxy. Restarted (and checkpointed again into ``where``): a call through that proxy is
+    still an error at the caller, and the arrays every PE makes get ids of their own.
+    Returns the destroyed id, the error and the ids made after the restart."""
+    state = shoal.restored()
+    makers = shoal.Group(Maker)
+    if state is None:
+        doomed = await makers[shoal.num_pes() - 1].make(ret=True)
+        assert await doomed.ping(ret=True) == [0, 1]
+        await shoal.destroy(doomed)
+        await shoal.checkpoint(where, {"doomed": doomed})
+        print("RESULT", repr({"doomed": doomed.cid}), flush=True)
+        return
+    doomed = state["doomed"]
+    try:
+        doomed[0].ping(ret=True)
+        said = None
+    except shoal.UsageError as exc:
+        said = str(exc)
+    made = [await makers[p].make(ret=True) for p in range(shoal.num_pes())]
+    for arr in made:
+        assert await arr.ping(ret=True) == [0, 1]
+    await shoal.checkpoint(where, {"doomed": doomed})
+    print("RESULT", repr({"doomed": doomed.cid, "said": said, "made": [a.cid for a in made]}),
+          flush=True)
 
 
 async def ring(where, mode):
@@ -202,7 +243,7 @@ def main():
         del args[k:k + 2]
     scenario, where, mode = args[0], args[1], (args[2] if len(args) > 2 else "")
     scenarios = {"ring": ring, "every": every, "serial": serial, "refused": refused,
-                 "show": show}
+                 "show": show, "doomed": doomed}
     shoal.start(scenarios[scenario], where, mode, restart=restart)
 
 

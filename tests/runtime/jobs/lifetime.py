@@ -24,6 +24,24 @@ class Cell(shoal.Chare):
             self.thisProxy[(self.thisIndex[0] + 1 + k) % 6].take(k)
 
 
+class Talker(shoal.Chare):
+    """Sends to other collections and records nothing itself."""
+
+    def talk(self, target, n):
+        for k in range(n):
+            target[k % 6].take(k)
+        shoal.Channel(self, target[self.thisIndex[0]], "x").send(self.thisIndex[0])
+
+    def links(self):
+        """The collections this element's records name: messages sent (per destination
+        collection: messages) and channels made."""
+        slot = self._slot
+        sent = {}
+        for (cid, _), v in slot.out.items():
+            sent[cid] = sent.get(cid, 0) + v[0]
+        return sent, sorted({key[0][0] for key in slot.chans})
+
+
 class Other(Cell):
     def ping(self):
         return ("other", self.thisIndex[0])
@@ -35,6 +53,10 @@ class Census(shoal.Chare):
     def state(self):
         rt = current()
         return len(rt.colls), len(rt.early), len(rt.pe_out), len(rt.queue)
+
+    def graph(self):
+        """The destination collections of this PE's communication records (shoal.stats)."""
+        return sorted({dst[0] for _, dst in shoal.stats()["comm"]})
 
     def skip_ids(self, n):
         rt = current()
@@ -91,6 +113,28 @@ async def destroy_errors():
     return said[0]
 
 
+async def destroy_links():
+    """Elements of a lasting array that sent messages to, and made channels to, elements
+    of arrays since destroyed: their records (the communication graph of shoal.stats(),
+    load balancing and checkpoints) forget those arrays on every PE, and keep the rest.
+    Returns the messages each lasting element has on record, by collection."""
+    talkers = shoal.Array(Talker, 6)
+    keep = shoal.Array(Cell, 6, args=("keep",))
+    census = shoal.Group(Census)
+    for k in range(3):
+        temp = shoal.Array(Cell, 6, args=(k,))
+        await talkers.talk(temp, 12, awaitable=True)
+        await talkers.talk(keep, 6 + k, awaitable=True)
+        await shoal.quiescence()
+        assert temp.cid in {c for g in await census.graph(ret=True) for c in g}
+        await shoal.destroy(temp)
+        graphs = await census.graph(ret=True)
+        assert all(temp.cid not in g for g in graphs), (temp.cid, graphs)
+    links = await talkers.links(ret=True)
+    assert all(chans == [keep.cid] for _, chans in links), links
+    return [sent for sent, _ in links], keep.cid
+
+
 async def destroy_busy():
     """Destroyed while its elements have thousands of messages queued and in flight (sent
     to each other on every PE): the job goes on, quiescence comes, the other arrays work."""
@@ -109,4 +153,4 @@ async def destroy_busy():
 
 if __name__ == "__main__":
     main({"ids": ids, "destroy_frees": destroy_frees, "destroy_errors": destroy_errors,
-          "destroy_busy": destroy_busy})
+          "destroy_busy": destroy_busy, "destroy_links": destroy_links})

@@ -317,6 +317,7 @@ class Balancer:
     def _local_stats(self, sync: bool) -> dict[str, Any]:
         """This PE's part of the database; marks the start of the next period."""
         rt = self.rt
+        rt.location.forget_links()  # no edges to destroyed collections
         keys, load, size, movable, pos = [], [], [], [], []
         edges: list[tuple[Any, Any, int, int]] = []
         col = 2 if rt.cpu_stats else 1
