@@ -162,6 +162,9 @@ def _abort(rank: int, host: str, code: int) -> NoReturn:
 
     if not code:
         _say(rank, host, code)
+        # the launcher ends every rank as soon as one aborts: the line may still sit in
+        # mpiexec's pipes (lost in 2 of 5 runs on a loaded machine without this pause)
+        time.sleep(0.2)
     MPI.COMM_WORLD.Abort(code or 1)
     raise SystemExit(code or 1)  # (Abort does not return)
 
