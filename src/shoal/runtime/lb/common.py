@@ -52,6 +52,18 @@ def max_scaled(db: LBDatabase, placement: np.ndarray, cap: np.ndarray) -> float:
     return float((db.pe_loads(placement) / cap).max()) if db.npes else 0.0
 
 
+def adjacency(db: LBDatabase, objects: np.ndarray) -> sp.csr_matrix:
+    """The symmetric matrix of bytes between ``objects`` (local numbering), both directions
+    summed, no self loops."""
+    local = np.full(db.n, -1, np.int64)
+    local[objects] = np.arange(objects.size)
+    a, b = local[db.src], local[db.dst]
+    keep = (a >= 0) & (b >= 0) & (a != b)
+    m = objects.size
+    w = sp.coo_matrix((db.bytes[keep].astype(float), (a[keep], b[keep])), shape=(m, m))
+    return (w + w.T).tocsr()
+
+
 def targets(db: LBDatabase) -> np.ndarray:
     """The movable load each PE should receive: its capacity's share of the total, less the
     load it cannot shed (``max(0, capacity * total / npes - fixed)``), scaled so that the

@@ -24,23 +24,11 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from shoal.runtime.lb.common import keep_in_place, targets
+from shoal.runtime.lb.common import adjacency, keep_in_place, targets
 from shoal.runtime.lb.database import LBDatabase
 from shoal.runtime.lb.greedy import greedy_refine
 
 _SCALE = float(2**30)  # the largest total of vertex (or edge) weights passed to METIS
-
-
-def adjacency(db: LBDatabase, objects: np.ndarray) -> sp.csr_matrix:
-    """The symmetric matrix of bytes between ``objects`` (local numbering), both directions
-    summed, no self loops."""
-    local = np.full(db.n, -1, np.int64)
-    local[objects] = np.arange(objects.size)
-    a, b = local[db.src], local[db.dst]
-    keep = (a >= 0) & (b >= 0) & (a != b)
-    m = objects.size
-    w = sp.coo_matrix((db.bytes[keep].astype(float), (a[keep], b[keep])), shape=(m, m))
-    return (w + w.T).tocsr()
 
 
 class Problem(NamedTuple):
