@@ -59,7 +59,9 @@ def gather_moves(db: LBDatabase, placement: np.ndarray, limit: np.ndarray) -> np
     out = np.asarray(placement, np.int64).copy()
     loads = db.pe_loads(out)
     tol = 1e-9 * (float(adj.data.sum()) + 1.0)
-    _gather(db.load, db.pe, out, loads, np.maximum(np.asarray(limit, float), loads),
+    # loads change by sums and differences: the limits get room for their rounding
+    room = 1e-12 * (float(db.load.sum()) + 1.0)
+    _gather(db.load, db.pe, out, loads, np.maximum(np.asarray(limit, float), loads) + room,
             adj.indptr.astype(np.int64), adj.indices.astype(np.int64), adj.data,
             first, members, pairs // db.npes, pairs % db.npes, tol)
     return out
