@@ -39,6 +39,7 @@ move between entry methods; nothing pauses). A trigger during a step waits for i
 from __future__ import annotations
 
 import dataclasses
+import math
 import pickle
 import time
 from collections.abc import Callable
@@ -81,7 +82,7 @@ def _add_loads(a: dict[int, float], b: dict[int, float]) -> dict[int, float]:
 # iteration, for lb="auto")
 SYNC = Reducer("_at_sync", _add_loads)
 RECENT = 0.5  # weight of the newest iteration in an element's smoothed load per iteration
-CONTENTION_DECAY = 0.75  # per step, of the past background and wanted time of a PE
+CONTENTION_TIME = 0.1  # seconds: a PE's past background and wanted time count e^(-age/this)
 SPEED_LOOP = 2000  # iterations of the loop that measures a PE's speed (about 50 µs)
 
 
@@ -323,8 +324,8 @@ class Balancer:
         now, cpu = time.perf_counter(), time.process_time()
         wall = now - self.t_mark
         slept = rt.slept - self.slept_mark
-        background = self._smoothed_background(
-            max(0.0, wall - (cpu - self.cpu_mark) - slept), wall - slept)
+        background = smoothed_background(
+            self.contention, max(0.0, wall - (cpu - self.cpu_mark) - slept), wall - slept, wall)
         idle = rt.idle - self.idle_mark
         # Wall seconds in entry methods include the time another process held the core;
         # scaled by this PE's share of the core they are CPU-like seconds, so that the
@@ -348,16 +349,6 @@ class Balancer:
                 "pos": pos, "wall": wall, "idle": idle, "slept": slept, "background": background,
                 "speed": _speed(),
                 "edges": edges}
-
-    def _smoothed_background(self, background: float, wanted: float) -> float:
-        """The background time of this period as the smoothed share of the core says: the
-        background and wanted seconds of the past periods decay by ``CONTENTION_DECAY`` per
-        step, so one short period (lb="auto" steps may be 30 ms apart) measured while some
-        other process ran does not swing the PE's capacity."""
-        acc = self.contention
-        acc[0] = CONTENTION_DECAY * acc[0] + background
-        acc[1] = CONTENTION_DECAY * acc[1] + max(wanted, 0.0)
-        return acc[0] / acc[1] * max(wanted, 0.0) if acc[1] > 0 else 0.0
 
     def on_stats(self, env: tuple) -> None:
         """At the root: one PE's part; with all of them, decide and send the moves."""
@@ -476,6 +467,27 @@ class Balancer:
         for cid in sorted(self.synced):
             self.rt.send(0, (BCAST_REQ, cid, "resume_from_sync", (), None, 0, None, 0))
         self.synced = set()
+
+
+def smoothed_background(acc: list[float], background: float, wanted: float,
+                        wall: float) -> float:
+    """The background time of a period of ``wall`` seconds (``wanted`` of them not asleep)
+    as the smoothed share of the core says: an exponential average over time, e-folding
+    time ``CONTENTION_TIME``, of the background and wanted seconds. ``acc`` holds the
+    averaged sums (updated here): the past counts ``e^(-wall / CONTENTION_TIME)`` less after
+    the period, which adds its own seconds weighted by the mean of that decay over its
+    length. So periods of 30 ms (lb="auto" steps may be that close) are averaged over about
+    0.1 s, a long one stands nearly alone, and a long quiet past weighs like 0.1 s of it.
+    (A decay of 3/4 per step instead: after one second of quiet, a first 0.1 s period at 42%
+    background gave a share of the core of 0.95; here 0.73, then 0.64 and 0.60 after the
+    next two such periods, where the balancer's view of a shared core converged over ten
+    steps and more.)"""
+    keep = math.exp(-max(wall, 0.0) / CONTENTION_TIME)
+    weight = CONTENTION_TIME / wall * (1.0 - keep) if wall > 0 else 1.0
+    wanted = max(wanted, 0.0)
+    acc[0] = keep * acc[0] + weight * background
+    acc[1] = keep * acc[1] + weight * wanted
+    return acc[0] / acc[1] * wanted if acc[1] > 0 else 0.0
 
 
 def _smooth(sync: list, load: float) -> None:
