@@ -6,7 +6,8 @@ The grid of examples/stencil2d.py, over-decomposed into B x B blocks. A refined 
 square of ``--spot`` cells a side, costs ``--heat`` times as much per cell as the rest (8 by
 default: refinement ratio 2 in 2-D with sub-cycled time steps, 4x the cells and 2x the
 steps): every block sweeps its cells once per iteration, then ``heat - 1`` more times over
-its part of the patch (on a scratch copy, as the refined level would). The patch starts
+its part of the patch, each sweep writing its result as the main one does (to a scratch
+array: the refined level's data). The patch starts
 centred at ``--start`` (cells, default 3n/16 on both axes: the top-left corner) and moves
 along the diagonal at ``--speed`` cells per iteration on each axis (0.5 by default: a
 feature carried by a flow at Courant number 1 in 2-D; an explicit scheme cannot move
@@ -115,10 +116,11 @@ class Block(shoal.Chare):
             self.work += time.perf_counter() - t
         t = time.perf_counter()
         part = self.patch.part(self.lo, (self.h, self.w), self.it)
-        if part is not None:
+        if part is not None:  # the refined level's extra sweeps, into a scratch array
             hot = u[part]
+            out = _scratch(u.shape)[tuple(slice(s.start, s.stop - 2) for s in part)]
             for _ in range(self.patch.heat - 1):
-                jacobi(hot)  # the refined level's extra work, on a scratch result
+                out[...] = jacobi(hot)
         u[1:-1, 1:-1] = jacobi(u)
         self.work += time.perf_counter() - t
         self.it += 1
@@ -131,6 +133,17 @@ class Block(shoal.Chare):
 
     def resume_from_sync(self):
         self.thisProxy[self.thisIndex].step()
+
+
+_SCRATCH: dict[tuple[int, ...], np.ndarray] = {}
+
+
+def _scratch(shape: tuple[int, ...]) -> np.ndarray:
+    """This PE's scratch array for the refined level (not part of a block's state: it
+    does not travel when the block moves)."""
+    if shape not in _SCRATCH:
+        _SCRATCH[shape] = np.empty(shape)
+    return _SCRATCH[shape]
 
 
 def _sum_max(a, b):
