@@ -4,7 +4,7 @@ balancer at sync points against the same work with no balancing, jobs interleave
 would take (work / PEs), migrations and seconds in LB steps per run. Targets (issue: load
 balancing): with greedy_refine at least 1.35x faster than without, and within 15% of the
 perfectly balanced time. The example's defaults (its docstring says why): 4096^2 cells in
-8x8 blocks, a patch of 1536 cells a side at 8x the work, from the top-left corner along the
+8x8 blocks, a patch of 2048 cells a side at 8x the work, from the top-left quadrant along the
 diagonal at 0.5 cells per iteration, 200 iterations, sync every 10, CPU-second loads (the
 machine is shared); ``--speed``, ``--spot``, ``--heat`` change the patch.
 
@@ -121,7 +121,7 @@ def main() -> None:
     ap.add_argument("--lb-every", type=int, default=10)
     ap.add_argument("--speed", type=float, default=0.5, help="cells per iteration the patch "
                     "moves on each axis")
-    ap.add_argument("--spot", type=float, help="side of the patch, cells (default 3n/8)")
+    ap.add_argument("--spot", type=float, help="side of the patch, cells (default n/2)")
     ap.add_argument("--heat", type=int, default=8, help="work factor in the patch")
     ap.add_argument("--lb", action="append", help="strategy to compare (repeat the option; "
                     "default: greedy_refine and refine)")

@@ -3,19 +3,20 @@ III-A and Fig. 16: work per block varies in space and over time; the runtime mea
 and moves blocks at sync points).
 
 The grid of examples/stencil2d.py, over-decomposed into B x B blocks. A refined patch, a
-square of ``--spot`` cells a side, costs ``--heat`` times as much per cell as the rest (8 by
-default: refinement ratio 2 in 2-D with sub-cycled time steps, 4x the cells and 2x the
-steps): every block sweeps its cells once per iteration, then ``heat - 1`` more times over
-its part of the patch, each sweep writing its result as the main one does (to a scratch
-array: the refined level's data). The patch starts
-centred at ``--start`` (cells, default 3n/16 on both axes: the top-left corner) and moves
-along the diagonal at ``--speed`` cells per iteration on each axis (0.5 by default: a
-feature carried by a flow at Courant number 1 in 2-D; an explicit scheme cannot move
-anything faster than one cell per step, so the load of one sync period predicts the next,
-the persistence balancing relies on). Blocks of 512^2 cells (the defaults) take about
-0.9 ms per sweep here, against about 40 µs of runtime per block and iteration on one PE (the
-step and four ghost messages; a message to another PE costs more): the grain at which the
-runtime costs a few percent.
+square of ``--spot`` cells a side (default n/2: a quarter of the domain), costs ``--heat``
+times as much per cell as the rest (8 by default: refinement ratio 2 in 2-D with sub-cycled
+time steps, 4x the cells and 2x the steps): every block sweeps its cells once per
+iteration, then ``heat - 1`` more times over its part of the patch, each sweep writing its
+result as the main one does (to a scratch array: the refined level's data). The patch
+starts centred at ``--start`` (cells on both axes, default n/4: the top-left quadrant, all
+on PE 0 under the default block map of 2 PEs, which without balancing is 1.64x slower than
+an even split of the work) and moves along the diagonal at ``--speed`` cells per iteration
+on each axis (0.5 by default: a feature carried by a flow at Courant number 1 in 2-D; an
+explicit scheme cannot move anything faster than one cell per step, so the load of one sync
+period predicts the next, the persistence balancing relies on). Blocks of 512^2 cells (the
+defaults) take about 0.9 ms per sweep here, against about 40 µs of runtime per block and
+iteration on one PE (the step and four ghost messages; a message to another PE costs more):
+the grain at which the runtime costs a few percent.
 
 Every ``--lb-every`` iterations each block calls ``at_sync()``; with a balancer (``--lb`` of
 ``shoal run``, default greedy_refine once an at_sync array exists) blocks move to even the
@@ -157,9 +158,9 @@ def _arguments() -> argparse.Namespace:
     ap.add_argument("--blocks", type=int, default=8, help="blocks per dimension")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--heat", type=int, default=8, help="work factor in the patch")
-    ap.add_argument("--spot", type=float, help="side of the patch, cells (default 3n/8)")
+    ap.add_argument("--spot", type=float, help="side of the patch, cells (default n/2)")
     ap.add_argument("--start", type=float, help="the patch's first centre on both axes, "
-                    "cells (default 3n/16)")
+                    "cells (default n/4)")
     ap.add_argument("--speed", type=float, default=0.5, help="cells per iteration on each "
                     "axis the patch moves (default 0.5)")
     ap.add_argument("--lb-every", type=int, default=10, help="iterations between sync points")
@@ -171,8 +172,8 @@ def _arguments() -> argparse.Namespace:
         raise shoal.UsageError(f"--n {args.n} must be a multiple of --blocks {args.blocks}")
     if min(args.iters, args.heat, args.lb_every, args.blocks) < 1:
         raise shoal.UsageError("--iters, --heat, --lb-every and --blocks must be >= 1")
-    args.spot = 3 * args.n / 8 if args.spot is None else args.spot
-    args.start = 3 * args.n / 16 if args.start is None else args.start
+    args.spot = args.n / 2 if args.spot is None else args.spot
+    args.start = args.n / 4 if args.start is None else args.start
     if args.spot < 0:
         raise shoal.UsageError(f"--spot must be >= 0 cells, not {args.spot}")
     return args
