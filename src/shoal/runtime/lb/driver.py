@@ -17,7 +17,7 @@ A step, run from the root (PE 0):
    they put together no longer talk, and the next step would pull them apart), runs the
    strategy
    (a pure function, :mod:`shoal.runtime.lb.strategies`) and sends each PE its moves
-   (``LB_MOVES``).
+   (``LB_MOVES``); when nothing moves, the step goes to 4 at once.
 3. Each PE moves its elements in one ``migrate_many`` (tagged with the step) and tells the
    root how many went where (``LB_SENT``); an element with a suspended coroutine moves
    later, outside the step. The root tells each PE how many to expect (``LB_EXPECT``); a PE
@@ -391,6 +391,9 @@ class Balancer:
                 db, np.where(db.migratable, placement, db.pe))
         self.sent = []
         self.ready = 0
+        if not moved.size:  # nothing moves: no round of moves and arrival counts
+            self._finish()
+            return
         for p in range(rt.npes):
             self._send(p, (LB_MOVES, step, per_pe[p]))
 
@@ -442,8 +445,12 @@ class Balancer:
     # ----------------------------------------------------------------- 4. the end
     def on_ready(self, env: tuple) -> None:
         self.ready += 1
-        if self.ready < self.rt.npes:
-            return
+        if self.ready == self.rt.npes:
+            self._finish()
+
+    def _finish(self) -> None:
+        """At the root: the step is over (every element has arrived); record it and
+        resume the AtSync elements."""
         self.record["total_time"] = total = time.perf_counter() - self.t0
         self.history.append(self.record)
         self._mark("lb step", total, self.record)
