@@ -415,3 +415,29 @@ def test_messages_inside_a_pe_count_at_the_average_bytes_of_those_between_pes():
                        bytes=np.array([0, 0]))
     assert _estimate_local_bytes(local, kept) == kept  # nothing between PEs: the last one
     np.testing.assert_array_equal(local.bytes, [round(3 * kept), 0])
+
+
+def test_a_pes_background_share_is_averaged_over_time_not_steps():
+    """The share of the core a PE had, smoothed: an interference that begins after a long
+    quiet period shows within a few short periods, and a steady share is the same however
+    the time is cut into periods (an exponential average over time, checked against its
+    integral for a share that switches from 0 to 42% of the core)."""
+    from shoal.runtime.lb.driver import CONTENTION_TIME, smoothed_background
+
+    def share(periods):
+        acc = [0.0, 0.0]
+        for wall, bg in periods:
+            out = smoothed_background(acc, bg * wall, wall, wall)
+        return out / wall
+
+    tau = CONTENTION_TIME
+    for cut in (0.01, 0.05, 0.1):  # 1 s quiet, then 0.3 s at 42%, in periods of ``cut``
+        got = share([(1.0, 0.0)] + [(cut, 0.42)] * round(0.3 / cut))
+        # the exponential average of the share over the 1.3 s, exactly
+        assert got == pytest.approx(0.42 * (1 - np.exp(-0.3 / tau)) / (1 - np.exp(-1.3 / tau)),
+                                    rel=1e-9)
+    # one long period stands nearly alone; steady shares stay what they are
+    assert share([(0.05, 0.0)] * 20 + [(1.0, 0.42)]) == pytest.approx(0.42, rel=1e-4)
+    assert share([(0.03, 0.25)] * 50) == pytest.approx(0.25)
+    acc = [0.0, 0.0]
+    assert smoothed_background(acc, 0.0, 0.0, 0.0) == 0.0  # nothing wanted, nothing known

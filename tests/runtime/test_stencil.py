@@ -42,3 +42,27 @@ def test_tolerance_stops_early(tmp_path):
     assert 10 < iters < 5000
     change = float(done.stdout.split("max change ")[1].split(",")[0])
     assert change <= 1e-3
+
+
+HOTSPOT = EXAMPLE.with_name("stencil_hotspot.py")
+
+
+@pytest.mark.parametrize("lb", ["greedy_refine", "refine", None])
+def test_the_hot_spot_stencil_moves_blocks_and_changes_no_bit(tmp_path, lb):
+    """examples/stencil_hotspot.py with its patch moving fast enough that every few
+    iterations shift the load: blocks migrate at the sync points (none without them), and
+    the grid is the serial Jacobi's, bit for bit (the patch's work writes a scratch array)."""
+    import os
+
+    n, iters = 128, 24  # the patch (30x the work) crosses from PE 0's half to PE 1's
+    out = tmp_path / "grid.npy"
+    cmd = [*mpiexec(), "-n", "2", sys.executable, str(HOTSPOT), "--n", str(n), "--blocks",
+           "4", "--iters", str(iters), "--lb-every", "4", "--heat", "30", "--spot", "48",
+           "--start", "16", "--speed", "4", "--out", str(out)]
+    env = dict(os.environ, SHOAL_LB=lb) if lb else None
+    done = subprocess.run(cmd + ([] if lb else ["--no-sync"]), capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    moved = int(done.stdout.split(" migrations")[0].rsplit(" ", 1)[1])
+    assert (moved > 0) if lb else (moved == 0), done.stdout
+    assert np.array_equal(np.load(out), serial(n, iters))

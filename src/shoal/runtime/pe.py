@@ -306,6 +306,8 @@ class Runtime:
         while self.running:
             env = poll()  # one envelope, then the work it made: the reply leaves sooner
             if env is not None:
+                if idle.since:  # (before the work: the idle period ends when work comes)
+                    idle.end()
                 kind = env[0]
                 if counted[kind]:
                     self.processed += 1
@@ -316,18 +318,17 @@ class Runtime:
                     self._drain(queue)
                 if self.timers:
                     self._fire_due()
-                if idle.since:
-                    idle.end()
                 continue
             # nothing from the network: the queue, a due timer, or an idle turn
             if queue.fifo or queue.heap:
+                if idle.since:
+                    idle.end()
                 self._drain(queue)
                 if self.timers:
                     self._fire_due()
             elif not (self.timers and self._fire_due()):
                 idle.turn()
-                continue
-            if idle.since:
+            elif idle.since:  # (a timer ran: its callbacks are short)
                 idle.end()
         if idle.since:
             idle.end()

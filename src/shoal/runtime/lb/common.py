@@ -13,10 +13,14 @@ with ``migratable == False`` never move; their load counts on their PE.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shoal.runtime.lb.database import LBDatabase
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 Strategy = Callable[[LBDatabase], np.ndarray]
 
@@ -48,6 +52,20 @@ def heaviest_first(db: LBDatabase) -> np.ndarray:
 def max_scaled(db: LBDatabase, placement: np.ndarray, cap: np.ndarray) -> float:
     """The highest scaled load under ``placement``."""
     return float((db.pe_loads(placement) / cap).max()) if db.npes else 0.0
+
+
+def adjacency(db: LBDatabase, objects: np.ndarray) -> sp.csr_matrix:
+    """The symmetric matrix of bytes between ``objects`` (local numbering), both directions
+    summed, no self loops."""
+    import scipy.sparse as sp  # (here: scipy costs 0.1 s at every PE's start)
+
+    local = np.full(db.n, -1, np.int64)
+    local[objects] = np.arange(objects.size)
+    a, b = local[db.src], local[db.dst]
+    keep = (a >= 0) & (b >= 0) & (a != b)
+    m = objects.size
+    w = sp.coo_matrix((db.bytes[keep].astype(float), (a[keep], b[keep])), shape=(m, m))
+    return (w + w.T).tocsr()
 
 
 def targets(db: LBDatabase) -> np.ndarray:

@@ -17,7 +17,7 @@ A step, run from the root (PE 0):
    they put together no longer talk, and the next step would pull them apart), runs the
    strategy
    (a pure function, :mod:`shoal.runtime.lb.strategies`) and sends each PE its moves
-   (``LB_MOVES``).
+   (``LB_MOVES``); when nothing moves, the step goes to 4 at once.
 3. Each PE moves its elements in one ``migrate_many`` (tagged with the step) and tells the
    root how many went where (``LB_SENT``); an element with a suspended coroutine moves
    later, outside the step. The root tells each PE how many to expect (``LB_EXPECT``); a PE
@@ -39,6 +39,7 @@ move between entry methods; nothing pauses). A trigger during a step waits for i
 from __future__ import annotations
 
 import dataclasses
+import math
 import pickle
 import time
 from collections.abc import Callable
@@ -81,7 +82,7 @@ def _add_loads(a: dict[int, float], b: dict[int, float]) -> dict[int, float]:
 # iteration, for lb="auto")
 SYNC = Reducer("_at_sync", _add_loads)
 RECENT = 0.5  # weight of the newest iteration in an element's smoothed load per iteration
-CONTENTION_DECAY = 0.75  # per step, of the past background and wanted time of a PE
+CONTENTION_TIME = 0.1  # seconds: a PE's past background and wanted time count e^(-age/this)
 SPEED_LOOP = 2000  # iterations of the loop that measures a PE's speed (about 50 µs)
 
 
@@ -324,8 +325,8 @@ class Balancer:
         now, cpu = time.perf_counter(), time.process_time()
         wall = now - self.t_mark
         slept = rt.slept - self.slept_mark
-        background = self._smoothed_background(
-            max(0.0, wall - (cpu - self.cpu_mark) - slept), wall - slept)
+        background = smoothed_background(
+            self.contention, max(0.0, wall - (cpu - self.cpu_mark) - slept), wall - slept, wall)
         idle = rt.idle - self.idle_mark
         # Wall seconds in entry methods include the time another process held the core;
         # scaled by this PE's share of the core they are CPU-like seconds, so that the
@@ -349,16 +350,6 @@ class Balancer:
                 "pos": pos, "wall": wall, "idle": idle, "slept": slept, "background": background,
                 "speed": _speed(),
                 "edges": edges}
-
-    def _smoothed_background(self, background: float, wanted: float) -> float:
-        """The background time of this period as the smoothed share of the core says: the
-        background and wanted seconds of the past periods decay by ``CONTENTION_DECAY`` per
-        step, so one short period (lb="auto" steps may be 30 ms apart) measured while some
-        other process ran does not swing the PE's capacity."""
-        acc = self.contention
-        acc[0] = CONTENTION_DECAY * acc[0] + background
-        acc[1] = CONTENTION_DECAY * acc[1] + max(wanted, 0.0)
-        return acc[0] / acc[1] * max(wanted, 0.0) if acc[1] > 0 else 0.0
 
     def on_stats(self, env: tuple) -> None:
         """At the root: one PE's part; with all of them, decide and send the moves."""
@@ -401,6 +392,9 @@ class Balancer:
                 db, np.where(db.migratable, placement, db.pe))
         self.sent = []
         self.ready = 0
+        if not moved.size:  # nothing moves: no round of moves and arrival counts
+            self._finish()
+            return
         for p in range(rt.npes):
             self._send(p, (LB_MOVES, step, per_pe[p]))
 
@@ -452,8 +446,12 @@ class Balancer:
     # ----------------------------------------------------------------- 4. the end
     def on_ready(self, env: tuple) -> None:
         self.ready += 1
-        if self.ready < self.rt.npes:
-            return
+        if self.ready == self.rt.npes:
+            self._finish()
+
+    def _finish(self) -> None:
+        """At the root: the step is over (every element has arrived); record it and
+        resume the AtSync elements."""
         self.record["total_time"] = total = time.perf_counter() - self.t0
         self.history.append(self.record)
         self._mark("lb step", total, self.record)
@@ -477,6 +475,27 @@ class Balancer:
         for cid in sorted(self.synced):
             self.rt.send(0, (BCAST_REQ, cid, "resume_from_sync", (), None, 0, None, 0))
         self.synced = set()
+
+
+def smoothed_background(acc: list[float], background: float, wanted: float,
+                        wall: float) -> float:
+    """The background time of a period of ``wall`` seconds (``wanted`` of them not asleep)
+    as the smoothed share of the core says: an exponential average over time, e-folding
+    time ``CONTENTION_TIME``, of the background and wanted seconds. ``acc`` holds the
+    averaged sums (updated here): the past counts ``e^(-wall / CONTENTION_TIME)`` less after
+    the period, which adds its own seconds weighted by the mean of that decay over its
+    length. So periods of 30 ms (lb="auto" steps may be that close) are averaged over about
+    0.1 s, a long one stands nearly alone, and a long quiet past weighs like 0.1 s of it.
+    (A decay of 3/4 per step instead: after one second of quiet, a first 0.1 s period at 42%
+    background gave a share of the core of 0.95; here 0.73, then 0.64 and 0.60 after the
+    next two such periods, where the balancer's view of a shared core converged over ten
+    steps and more.)"""
+    keep = math.exp(-max(wall, 0.0) / CONTENTION_TIME)
+    weight = CONTENTION_TIME / wall * (1.0 - keep) if wall > 0 else 1.0
+    wanted = max(wanted, 0.0)
+    acc[0] = keep * acc[0] + weight * background
+    acc[1] = keep * acc[1] + weight * wanted
+    return acc[0] / acc[1] * wanted if acc[1] > 0 else 0.0
 
 
 def _smooth(sync: list, load: float) -> None:
@@ -523,9 +542,19 @@ def _speed() -> float:
 
 
 def _packed_size(slot: Slot) -> int:
-    """Bytes of an element's state as migration would pickle it."""
+    """Bytes of an element's state as migration would pickle it. Its large buffers (numpy
+    arrays: protocol 5 hands them out of band, as the wire does) are counted, not copied:
+    copying every element's arrays at every step cost more than the rest of the step (64
+    blocks of 2 MiB: 128 MiB of copies)."""
+    extra = 0
+
+    def count(buf: pickle.PickleBuffer) -> bool:
+        nonlocal extra
+        extra += buf.raw().nbytes
+        return False  # out of band: not copied into the pickle
+
     try:
-        return len(pickle.dumps(slot.obj, 5))
+        return len(pickle.dumps(slot.obj, 5, buffer_callback=count)) + extra
     except Exception:  # an unpicklable element fails when it moves, not here
         return 0
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from shoal.runtime.lb.common import keep_in_place, targets
+from shoal.runtime.lb.common import adjacency, keep_in_place, targets
 from shoal.runtime.lb.database import LBDatabase
 from shoal.runtime.lb.greedy import greedy_refine
 
@@ -31,20 +31,6 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
 
 _SCALE = float(2**30)  # the largest total of vertex (or edge) weights passed to METIS
-
-
-def adjacency(db: LBDatabase, objects: np.ndarray) -> sp.csr_matrix:
-    """The symmetric matrix of bytes between ``objects`` (local numbering), both directions
-    summed, no self loops."""
-    import scipy.sparse as sp  # (here: scipy costs 0.1 s at every PE's start)
-
-    local = np.full(db.n, -1, np.int64)
-    local[objects] = np.arange(objects.size)
-    a, b = local[db.src], local[db.dst]
-    keep = (a >= 0) & (b >= 0) & (a != b)
-    m = objects.size
-    w = sp.coo_matrix((db.bytes[keep].astype(float), (a[keep], b[keep])), shape=(m, m))
-    return (w + w.T).tocsr()
 
 
 class Problem(NamedTuple):

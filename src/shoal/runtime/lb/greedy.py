@@ -14,8 +14,16 @@ import numpy as np
 from numba import njit
 
 from shoal.errors import UsageError
-from shoal.runtime.lb.common import capacity, fixed_load, heaviest_first, max_scaled
+from shoal.runtime.lb.common import (
+    capacity,
+    fixed_load,
+    heaviest_first,
+    keep_in_place,
+    max_scaled,
+    targets,
+)
 from shoal.runtime.lb.database import LBDatabase
+from shoal.runtime.lb.locality import gather_moves
 
 # greedy_refine keeps objects in place under these fractions of its bound, in turn, until the
 # result respects the bound
@@ -307,8 +315,21 @@ def greedy_refine(db: LBDatabase, tolerance: float = 1.01) -> np.ndarray:
     for factor in _KEEP_FACTORS:
         second = _lpt(db, cap, order, factor * bound)
         if max_scaled(db, second, cap) <= bound:
-            return second
-    return first
+            return gather_moves(db, second, bound * cap)
+    return gather_moves(db, _relabelled(db, first, cap), bound * cap)
+
+
+def _relabelled(db: LBDatabase, placement: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """Greedy's ``placement`` with the object sets of interchangeable PEs (equal targets,
+    :func:`.common.relabelling`) swapped so that the most objects stay in place; as it is
+    if that would raise the maximum scaled load."""
+    assert db.migratable is not None
+    objects = np.flatnonzero(db.migratable)
+    if objects.size == 0:
+        return placement
+    out = placement.copy()
+    out[objects] = keep_in_place(db, placement[objects], objects, targets(db))
+    return out if max_scaled(db, out, cap) <= max_scaled(db, placement, cap) else placement
 
 
 def refine(db: LBDatabase, tolerance: float = 1.05) -> np.ndarray:
@@ -343,4 +364,4 @@ def refine(db: LBDatabase, tolerance: float = 1.05) -> np.ndarray:
     perm = np.argsort(cap, kind="stable").astype(np.int64)
     placement[order] = _refine(db.load[order], db.pe[order], start,
                                db.pe_loads().astype(float), cap, perm, tolerance * avg)
-    return placement
+    return gather_moves(db, placement, tolerance * avg * cap)
