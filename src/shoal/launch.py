@@ -110,7 +110,7 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
     with removing_shm_leftovers(marker), subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE
                                                     ) as job, _forward_signals(job):
         relay = _Relay(job.stdout)
-        deaths = _Deaths(Path(jobdir, "pes")) if jobdir else None
+        deaths = _Deaths(Path(jobdir, "pes"), env.get("SHOAL_KILL", "")) if jobdir else None
         try:
             code = job.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -182,10 +182,12 @@ class _Deaths:
     (:func:`register_pe`) and keeps the order in which they died (``pidfd``: woken as a
     process ends, before the launcher ends the others). Not on systems without pidfds."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, kills: str = ""):
         self.folder = folder
         self.host = socket.gethostname()
         self.order: list[tuple[str, int]] = []  # (PE, pid) as they died
+        self.injected = {item.partition("@")[0]  # PEs that shoal run --kill ends
+                         for item in kills.split(",") if item}
         self._done = threading.Event()
         self._wake_r, self._wake_w = os.pipe()  # (stop() wakes the watcher at once)
         self._thread = threading.Thread(target=self._watch, daemon=True)
@@ -198,6 +200,7 @@ class _Deaths:
         watched: dict[int, tuple[str, int]] = {}  # pidfd -> (PE, pid)
         seen: set[str] = set()
         while not self._done.is_set():
+            together = []  # seen dead in the same pass (see below)
             for note in self.folder.glob(f"*@{self.host}"):
                 if note.name not in seen:
                     seen.add(note.name)
@@ -205,18 +208,22 @@ class _Deaths:
                     try:
                         fd = os.pidfd_open(pid)
                     except OSError:  # gone already
-                        self.order.append((note.read_text().strip(), pid))
+                        together.append((note.read_text().strip(), pid))
                         continue
                     watched[fd] = (note.read_text().strip(), pid)
                     poller.register(fd, select.POLLIN)
             # every 0.1 s: a rank noted late and dying before it is watched would be
             # named after the ranks the launcher killed because of it
-            for fd, _ in poller.poll(100):
+            for fd, _ in poller.poll(100 if not together else 0):
                 if fd == self._wake_r:
                     continue
                 poller.unregister(fd)
                 os.close(fd)
-                self.order.append(watched.pop(fd))
+                together.append(watched.pop(fd))
+            # seen dead in the same pass (this thread ran late): their order is unknown;
+            # a PE that --kill ends (SHOAL_KILL) goes first, it caused the others' ends
+            together.sort(key=lambda dead: (dead[0] not in self.injected, int(dead[0])))
+            self.order += together
         for fd in watched:
             os.close(fd)
 
