@@ -42,6 +42,7 @@ SHM_GLOB = "mpich_shm_*"
 RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")
 """Set in every rank by the launchers shoal knows (MPICH's hydra, PMIx, Open MPI, srun)."""
 SHM_GRACE = 2.0  # seconds to wait for the exiting ranks of a dead job to release their files
+WATCH_MAX = 1.0  # seconds: the longest wait of the watcher of dying ranks between two looks
 HOST_LISTS = ("HYDRA_HOST_FILE", "PBS_NODEFILE", "LSB_HOSTS")
 
 
@@ -177,23 +178,27 @@ def _stdout_writer() -> Callable[[bytes], None]:
 class _Deaths:
     """Watches the ranks of this host that noted their PE in ``folder``
     (:func:`register_pe`) and keeps the order in which they died (``pidfd``: woken as a
-    process ends, before the launcher ends the others). Not on systems without pidfds."""
+    process ends, before the launcher ends the others). Not on systems without pidfds.
+    :meth:`stop` wakes the watcher through a pipe: the end of a job is not delayed by its
+    poll interval (up to a second), which every relaunch (restart, resize) would wait."""
 
     def __init__(self, folder: Path):
         self.folder = folder
         self.host = socket.gethostname()
         self.order: list[tuple[str, int]] = []  # (PE, pid) as they died
-        self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._wake = (-1, -1)
         if hasattr(os, "pidfd_open"):
+            self._wake = os.pipe()
             self._thread.start()
 
     def _watch(self) -> None:
         poller = select.poll()
+        poller.register(self._wake[0], select.POLLIN)
         watched: dict[int, tuple[str, int]] = {}  # pidfd -> (PE, pid)
         seen: set[str] = set()
         wait = 0.05
-        while not self._done.is_set():
+        while True:
             for note in self.folder.glob(f"*@{self.host}"):
                 if note.name not in seen:
                     seen.add(note.name)
@@ -205,18 +210,26 @@ class _Deaths:
                         continue
                     watched[fd] = (note.read_text().strip(), pid)
                     poller.register(fd, select.POLLIN)
-            for fd, _ in poller.poll(int(wait * 1000)):
-                poller.unregister(fd)
-                os.close(fd)
-                self.order.append(watched.pop(fd))
-            wait = min(1.5 * wait, 1.0)  # ranks note their PE as they start
+            ready = [fd for fd, _ in poller.poll(int(wait * 1000))]
+            for fd in ready:
+                if fd in watched:
+                    poller.unregister(fd)
+                    os.close(fd)
+                    self.order.append(watched.pop(fd))
+            if self._wake[0] in ready:
+                break
+            wait = min(1.5 * wait, WATCH_MAX)  # ranks note their PE as they start
         for fd in watched:
             os.close(fd)
 
     def stop(self) -> None:
-        self._done.set()
         if self._thread.is_alive():
+            os.write(self._wake[1], b"x")
             self._thread.join()
+        if self._wake[0] >= 0:
+            for fd in self._wake:
+                os.close(fd)
+            self._wake = (-1, -1)
 
     def first(self) -> tuple[str, int] | None:
         return self.order[0] if self.order else None
