@@ -1,19 +1,23 @@
 """Checkpoint write and restart read rates against ``dd`` on the same filesystem, 2 PEs.
 
-Each run: ``dd if=/dev/zero bs=4M conv=fdatasync`` writes as many bytes as the checkpoint
-holds (the disk's sequential write rate); a job on 2 PEs builds ``--elements`` elements
-holding ``--gib`` GiB of numpy state in all and times ``await shoal.checkpoint(...)`` in
-``main`` (quiescence, both shards written in parallel with their sha256, fsync, commit);
-then the checkpoint's files and dd's are evicted from the page cache
+Each run: ``dd`` writes as many bytes as the checkpoint holds, with the same durability
+(``conv=fdatasync``: on disk when it ends, as the checkpoint's fsyncs make it), once through
+the page cache and once with ``oflag=direct``; the disk's sequential write rate is the
+faster of the two (the checkpoint writes with direct I/O where the file system has it, so
+the comparison is against the best dd does either way). A job on 2 PEs builds
+``--elements`` elements holding ``--gib`` GiB of numpy state in all and times ``await
+shoal.checkpoint(...)`` in ``main`` (quiescence, both shards written in parallel with their
+sha256, fsync, commit). Then every file is evicted from the page cache
 (``posix_fadvise(DONTNEED)`` on the fsync'ed files: dropping every cache needs root, this
-does not) and ``dd`` reads its file back (the sequential read rate) while a job on 2 PEs
-restarts from the checkpoint (each PE reads and verifies its shard: the slower PE's time
-counts). Printed per run and as medians (min-max) of ``--runs``: rates in MB/s and the
-ratios to dd. Targets (issue 14): write >= 50% of dd's write rate; restart reads at least
-as fast as the checkpoint was written.
+does not), ``dd`` reads its two files back (page cache and ``iflag=direct``; the faster is
+the sequential read rate) and a job on 2 PEs restarts from the checkpoint (each PE reads
+and verifies its shard: the slower PE's time counts). The dd runs and the checkpoint
+alternate in every run. Printed per run and as medians (min-max) of ``--runs``: rates in
+MB/s and the ratios to dd. Targets (issue 14): write >= 50% of dd's write rate; restart
+reads at least as fast as the checkpoint was written.
 
-Usage: python benchmarks/checkpoint.py [--gib 1] [--elements 64] [--runs 3] [--dir DIR]
-(DIR default: ./checkpoint-bench, removed afterwards; it must have room for 2x the state)
+Usage: python benchmarks/checkpoint.py [--gib 1] [--elements 64] [--runs 5] [--dir DIR]
+(DIR default: ./checkpoint-bench, removed afterwards; it must have room for 3x the state)
 """
 
 import argparse
@@ -70,21 +74,22 @@ def evict(path: Path) -> None:
             os.close(fd)
 
 
-def dd(args: list[str]) -> float:
-    """Run dd; its own figure of seconds."""
-    out = subprocess.run(["dd", *args], capture_output=True, text=True, check=True)
-    return float(re.search(r"copied, ([0-9.e+-]+) s", out.stderr).group(1))
+def dd(*args: str) -> float:
+    """Run dd; its rate in bytes/s from its own figures of bytes and seconds."""
+    out = subprocess.run(["dd", "bs=4M", *args], capture_output=True, text=True, check=True)
+    found = re.search(r"^(\d+) bytes.*copied, ([0-9.e+-]+) s", out.stderr, re.M)
+    assert found, out.stderr
+    return int(found.group(1)) / float(found.group(2))
 
 
 def one_run(where: Path, gib: float, elements: int) -> dict:
     from shoal.launch import mpiexec
 
     nbytes = int(gib * 2**30) // elements // 8 * 8
-    total = nbytes * elements
-    blocks = total // (4 << 20)
-    ddfile = where / "dd.bin"
-    dd_write = total / dd(["if=/dev/zero", f"of={ddfile}", "bs=4M", f"count={blocks}",
-                           "conv=fdatasync"])
+    blocks = -(-nbytes * elements // (4 << 20))
+    cached, direct = where / "dd-cached.bin", where / "dd-direct.bin"
+    count = f"count={blocks}"
+    dd_write = [dd("if=/dev/zero", f"of={cached}", count, "conv=fdatasync")]
     ck = where / "ck"
     shutil.rmtree(ck, ignore_errors=True)
     cmd = [*mpiexec(), "-n", "2", sys.executable, __file__, "--job"]
@@ -92,16 +97,21 @@ def one_run(where: Path, gib: float, elements: int) -> dict:
                          capture_output=True, text=True, check=True)
     written, seconds = out.stdout.split("WRITE ")[1].split()[:2]
     write = int(written) / float(seconds)
-    evict(ddfile)
-    dd_read = total / dd([f"if={ddfile}", "of=/dev/null", "bs=4M"])
-    ddfile.unlink()
-    evict(ck)
+    dd_write.append(dd("if=/dev/zero", f"of={direct}", count, "oflag=direct",
+                       "conv=fdatasync"))
+    for path in (cached, direct, ck):
+        evict(path)
+    dd_read = [dd(f"if={cached}", "of=/dev/null"), dd(f"if={direct}", "of=/dev/null",
+                                                      "iflag=direct")]
+    cached.unlink()
+    direct.unlink()
     out = subprocess.run([*cmd, "read", str(ck), str(elements), str(nbytes)],
                          capture_output=True, text=True, check=True)
     read = int(written) / float(out.stdout.split("READ ")[1].split()[0])
     shutil.rmtree(ck)
-    return {"dd_write": dd_write / MB, "write": write / MB, "dd_read": dd_read / MB,
-            "read": read / MB, "bytes": int(written)}
+    return {"dd_write": max(dd_write) / MB, "write": write / MB, "dd_read": max(dd_read) / MB,
+            "read": read / MB, "bytes": int(written), "dd_cached_write": dd_write[0] / MB,
+            "dd_direct_write": dd_write[1] / MB}
 
 
 def median(values: list[float]) -> str:
@@ -119,19 +129,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gib", type=float, default=1.0, help="GiB of element state")
     ap.add_argument("--elements", type=int, default=64)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--dir", default="checkpoint-bench")
     a = ap.parse_args()
     where = Path(a.dir)
     where.mkdir(parents=True, exist_ok=True)
     runs = []
-    print(f"{a.gib} GiB in {a.elements} elements on 2 PEs, into {where.resolve()}; MB/s")
-    print("run   dd write  ckpt write  ratio    dd read  restart  ratio  restart/write")
+    print(f"{a.gib} GiB in {a.elements} elements on 2 PEs, into {where.resolve()}; MB/s; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print("run  dd write (cached direct)  ckpt write  ratio    dd read  restart  ratio  "
+          "restart/write")
     try:
         for k in range(a.runs):
             r = one_run(where, a.gib, a.elements)
             runs.append(r)
-            print(f"{k + 1:3d}  {r['dd_write']:9.0f}  {r['write']:10.0f}  "
+            print(f"{k + 1:3d}  {r['dd_write']:8.0f} ({r['dd_cached_write']:6.0f} "
+                  f"{r['dd_direct_write']:6.0f})  {r['write']:10.0f}  "
                   f"{r['write'] / r['dd_write']:5.2f}  {r['dd_read']:9.0f}  {r['read']:7.0f}  "
                   f"{r['read'] / r['dd_read']:5.2f}  {r['read'] / r['write']:12.2f}",
                   flush=True)

@@ -29,13 +29,17 @@ moment leaves the previous complete checkpoint readable. A missing, partial, cor
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
+import mmap
 import os
 import pickle
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -47,7 +51,10 @@ from shoal.errors import CheckpointError
 FORMAT = 3  # bumped whenever what a record holds changes (Slot.pack, the manifest)
 MANIFEST = "manifest.json"
 OOB_MIN = 4096  # bytes: smaller buffers stay inside their record's pickle
-CHUNK = 16 << 20  # bytes per read or hash step when a file is verified or read whole
+ALIGN = 4096  # bytes: address, file offset and length unit of direct I/O (block sizes <= 4 KiB)
+BLOCK = 2 << 20  # bytes per staged write or read (a multiple of ALIGN)
+DEPTH = 3  # blocks in flight per file: the caller fills or hashes one, the I/O thread the others
+O_DIRECT = getattr(os, "O_DIRECT", 0)  # 0 where the system has no direct I/O
 
 # an index entry: (key, pkl offset, pkl length, bin offset, lengths of the raw buffers)
 Entry = tuple[Any, int, int, int, tuple[int, ...]]
@@ -62,8 +69,17 @@ class ShardWriter:
     def __init__(self, directory: Path | None, name: str):
         self.dir = directory
         self.name = name
-        self.pkl = _Out(None if directory is None else directory / f"{name}.pkl")
-        self.bin = _Out(None if directory is None else directory / f"{name}.bin")
+        self.pkl: _File | _Memory
+        self.bin: _File | _Memory
+        if directory is None:
+            self.pkl, self.bin = _Memory(), _Memory()
+        else:
+            self.pkl = _File(directory / f"{name}.pkl")
+            try:
+                self.bin = _File(directory / f"{name}.bin")
+            except BaseException:
+                self.pkl.abandon()
+                raise
         self.entries: list[Entry] = []
         self._bufs: list[memoryview] = []
 
@@ -89,11 +105,13 @@ class ShardWriter:
 
     def image(self) -> Image:
         """The shard kept in memory: its index and its two buffers."""
+        assert isinstance(self.pkl, _Memory) and isinstance(self.bin, _Memory)
         return Image(self.name, self.entries, bytes(self.pkl.mem), bytes(self.bin.mem))
 
     def close(self) -> dict[str, dict[str, Any]]:
-        assert self.dir is not None
-        idx = _Out(self.dir / f"{self.name}.idx")
+        assert self.dir is not None and isinstance(self.pkl, _File)
+        assert isinstance(self.bin, _File)
+        idx = _File(self.dir / f"{self.name}.idx")
         idx.write(pickle.dumps(self.entries, 5))
         return {f"{self.name}.{ext}": out.close()
                 for ext, out in (("pkl", self.pkl), ("bin", self.bin), ("idx", idx))}
@@ -101,58 +119,270 @@ class ShardWriter:
     def abandon(self) -> None:
         """Close the files after a failure (the generation is removed as a whole)."""
         for out in (self.pkl, self.bin):
-            if out.fd >= 0:
-                os.close(out.fd)
-                out.fd = -1
+            if isinstance(out, _File):
+                out.abandon()
 
 
-def _hasher() -> ThreadPoolExecutor:
-    """The thread that hashes a file's chunks while the next one is read (both release the
-    GIL: the hash costs no time of its own while the disk is the limit)."""
-    global _HASHER
-    if _HASHER is None:
-        _HASHER = ThreadPoolExecutor(1, thread_name_prefix="shoal-sha256")
-    return _HASHER
+# ----------------------------------------------------------------- file I/O
+# Writing a file costs the copy of every byte and its sha256. Through the page cache the
+# copy lands in pages the kernel allocates for it, which cost as much as the hash or far
+# more (on a virtual machine each newly used page can fault in the host: 512 MiB took
+# 0.12-1.3 s of system time). Direct I/O (``O_DIRECT``) writes from the caller's memory
+# instead, which must be aligned: buffers are copied into a few aligned staging blocks,
+# reused from file to file; each block is hashed by the caller while the I/O thread writes
+# the previous one. Reads go the other way, straight into the buffer the records are rebuilt
+# on, hashed by the I/O thread while the next block is read. A file system that refuses
+# direct I/O (EINVAL at open or on a write) is used through the page cache, the same way.
+
+_IO: ThreadPoolExecutor | None = None
+_SPARE: list[memoryview] = []  # staging blocks of closed files (their pages stay mapped)
 
 
-_HASHER: ThreadPoolExecutor | None = None
+def _io() -> ThreadPoolExecutor:
+    """The thread that does the other half of each pipeline: it writes a block while the
+    caller fills and hashes the next, or hashes a block while the caller reads the next
+    (``os.pwrite``, ``os.preadv`` and ``sha256.update`` of large buffers release the GIL)."""
+    global _IO
+    if _IO is None:
+        _IO = ThreadPoolExecutor(1, thread_name_prefix="shoal-io")
+    return _IO
 
 
-class _Out:
-    """A file written sequentially, hashed on the way (``path=None``: a buffer in memory,
-    not hashed)."""
+def _block() -> memoryview:
+    return _SPARE.pop() if _SPARE else memoryview(mmap.mmap(-1, BLOCK))  # page-aligned
 
-    def __init__(self, path: Path | None):
+
+def _round(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def _open(path: Path, flags: int) -> tuple[int, bool]:
+    """A file descriptor of ``path``, direct when the file system takes ``O_DIRECT``."""
+    if O_DIRECT:
+        try:
+            return os.open(path, flags | O_DIRECT, 0o644), True
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+    return os.open(path, flags, 0o644), False
+
+
+def _buffered(fd: int) -> None:
+    """Continue through the page cache (the file system refused a direct transfer)."""
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~O_DIRECT)
+
+
+def _transfer(op: Callable[[int, memoryview, int], int], fd: int, direct: bool,
+              view: memoryview, offset: int) -> int:
+    """``op`` (a pwrite or pread) of ``view`` at ``offset``, whole unless the file ends;
+    a direct transfer the file system refuses is done through the page cache."""
+    done = 0
+    while done < len(view):
+        try:
+            n = op(fd, view[done:], offset + done)
+        except OSError as exc:
+            if not (direct and exc.errno == errno.EINVAL):
+                raise
+            _buffered(fd)
+            direct = False
+            continue
+        if n == 0:
+            break
+        done += n
+    return done
+
+
+def _pwrite(fd: int, view: memoryview, offset: int) -> int:
+    return os.pwrite(fd, view, offset)
+
+
+def _write_all(fd: int, direct: bool, view: memoryview, offset: int) -> None:
+    if _transfer(_pwrite, fd, direct, view, offset) < len(view):
+        raise OSError(errno.EIO, "short write")
+
+
+def _pread(fd: int, view: memoryview, offset: int) -> int:
+    return os.preadv(fd, [view], offset)
+
+
+class _File:
+    """A file written sequentially, hashed on the way, through aligned staging blocks."""
+
+    def __init__(self, path: Path):
         self.path = path
-        self.mem = bytearray()
-        self.fd = -1 if path is None else os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                                                  0o644)
+        self.fd, self.direct = _open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         self.sha = hashlib.sha256()
+        self.size = 0  # bytes written (handed over)
+        self.end = 0  # bytes on their way to the file (the last block padded to ALIGN)
+        self.blocks: list[memoryview] = []
+        self.writing: list[Future[None] | None] = [None] * DEPTH
+        self.k = 0  # the block being filled
+        self.fill = 0  # bytes in it
+
+    def write(self, data: bytes | memoryview) -> None:
+        view = memoryview(data).cast("B")
+        at = 0
+        while at < len(view):
+            if len(self.blocks) <= self.k:
+                self.blocks.append(_block())
+            n = min(BLOCK - self.fill, len(view) - at)
+            self.blocks[self.k][self.fill:self.fill + n] = view[at:at + n]
+            self.fill += n
+            at += n
+            if self.fill == BLOCK:
+                self._flush()
+        self.size += len(view)
+
+    def _flush(self) -> None:
+        """Hand the block being filled to the I/O thread, hash it meanwhile, and wait until
+        the next one is free."""
+        block, n = self.blocks[self.k], self.fill
+        self.writing[self.k] = _io().submit(_write_all, self.fd, self.direct,
+                                            block[:_round(n)], self.end)
+        self.sha.update(block[:n])
+        self.end += _round(n)
+        self.k = (self.k + 1) % DEPTH
+        self.fill = 0
+        self._wait(self.k)
+
+    def _wait(self, k: int) -> None:
+        busy, self.writing[k] = self.writing[k], None
+        if busy is None:
+            return
+        try:
+            busy.result()
+        except OSError as exc:
+            raise CheckpointError(f"{self.path}: cannot be written ({exc.strerror})"
+                                  ) from None
+
+    def close(self) -> dict[str, Any]:
+        """Write what remains, cut the padding of the last block, fsync; the file's size and
+        sha256."""
+        try:
+            if self.fill:
+                self._flush()
+            for k in range(DEPTH):
+                self._wait(k)
+            try:
+                if self.end != self.size:
+                    os.ftruncate(self.fd, self.size)
+                os.fsync(self.fd)
+            except OSError as exc:
+                raise CheckpointError(f"{self.path}: cannot be written ({exc.strerror})"
+                                      ) from None
+        finally:
+            self.abandon()
+        return {"bytes": self.size, "sha256": self.sha.hexdigest()}
+
+    def abandon(self) -> None:
+        """Wait for the writes under way, close the file, keep the blocks for the next."""
+        if self.fd < 0:
+            return
+        for busy in self.writing:
+            if busy is not None:
+                busy.exception()  # (the error, if any, was or will be reported elsewhere)
+        self.writing = [None] * DEPTH
+        os.close(self.fd)
+        self.fd = -1
+        _SPARE.extend(self.blocks)
+        self.blocks = []
+
+
+class _Memory:
+    """A shard's file kept in memory (an in-memory checkpoint): its bytes, not hashed."""
+
+    def __init__(self) -> None:
+        self.mem = bytearray()
         self.size = 0
 
     def write(self, data: bytes | memoryview) -> None:
         view = memoryview(data).cast("B")
-        if self.fd < 0:
-            self.mem += view
-            self.size += len(view)
-            return
-        # hashed here, then written: hashing in a thread while the kernel copied the same
-        # buffer was slower (512 MiB in 16 MiB buffers: 390-560 MB/s against 670-710)
-        self.sha.update(view)
-        done = 0
-        while done < len(view):
-            done += os.write(self.fd, view[done:])
+        self.mem += view
         self.size += len(view)
 
-    def close(self) -> dict[str, Any]:
-        assert self.path is not None
-        os.fsync(self.fd)
-        os.close(self.fd)
-        self.fd = -1
-        return {"bytes": self.size, "sha256": self.sha.hexdigest()}
+
+def _aligned(size: int) -> np.ndarray:
+    """A new byte buffer of ``size`` rounded up to ``ALIGN``, starting on an ``ALIGN``
+    boundary (direct I/O reads into it)."""
+    raw = np.empty(_round(size) + ALIGN, np.uint8)
+    skip = -raw.ctypes.data % ALIGN
+    return raw[skip:skip + _round(size)]
+
+
+def _read(path: Path, offset: int, size: int, want: dict[str, Any] | None = None
+          ) -> np.ndarray:
+    """Bytes ``offset`` to ``offset + size`` of ``path`` in a new buffer (read straight into
+    it); ``want``: the file's manifest entry, checked on the way (the whole file)."""
+    if size == 0 and want is None:
+        return np.empty(0, np.uint8)
+    start = offset - offset % ALIGN
+    buf = _aligned(offset + size - start)
+    got = _scan(path, want, [buf[at:at + BLOCK].data for at in range(0, len(buf), BLOCK)],
+                start, offset + size)
+    if got < offset + size - start:
+        raise CheckpointError(f"{path}: shorter than its index says (partial file)")
+    return buf[offset - start:offset - start + size]
+
+
+def _settle(hashing: list[Future[None] | None], k: int) -> None:
+    """Wait for the hash of block ``k``, if one is under way."""
+    busy, hashing[k] = hashing[k], None
+    if busy is not None:
+        busy.result()
+
+
+def verify_file(path: Path, want: dict[str, Any]) -> None:
+    """Raise :class:`CheckpointError` unless ``path`` has the size and sha256 ``want``
+    (read through staging blocks, nothing kept)."""
+    blocks = [_block() for _ in range(DEPTH)]
+    try:
+        _scan(path, want, blocks, 0, want["bytes"])
+    finally:
+        _SPARE.extend(blocks)
+
+
+def _scan(path: Path, want: dict[str, Any] | None, dests: list[memoryview], start: int,
+          stop: int) -> int:
+    """Read ``path`` from ``start`` (aligned) up to ``stop`` into ``dests`` in turn (when
+    there are fewer than the blocks to read, they are reused once hashed); with ``want``,
+    hash every block in the I/O thread while the next is read and check the file's size
+    and sha256. Returns the bytes read."""
+    sha = hashlib.sha256()
+    hashing: list[Future[None] | None] = [None] * len(dests)
+    try:
+        fd, direct = _open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot be read ({exc.strerror})") from None
+    done = 0
+    try:
+        size = os.fstat(fd).st_size
+        k = 0
+        while start + done < stop:
+            _settle(hashing, k)
+            dest = dests[k][:_round(min(len(dests[k]), stop - start - done))]
+            n = min(_transfer(_pread, fd, direct, dest, start + done), stop - start - done)
+            if want is not None:
+                hashing[k] = _io().submit(sha.update, dest[:n])
+            done += n
+            k = (k + 1) % len(dests)
+            if n < len(dest):
+                break
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot be read ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+        for k in range(len(dests)):
+            _settle(hashing, k)
+    if want is not None and (size != want["bytes"] or done != size
+                             or sha.hexdigest() != want["sha256"]):
+        raise CheckpointError(f"{path}: corrupted ({size} bytes, sha256 {sha.hexdigest()[:12]}; "
+                              f"the manifest says {want['bytes']} bytes, "
+                              f"{want['sha256'][:12]}); restart from another checkpoint")
+    return done
 
 
 class Image(NamedTuple):
+
     """A shard kept in memory (double in-memory checkpoint): what the three files hold."""
 
     name: str
@@ -193,7 +423,7 @@ class Shard:
         self.gen = gen
         self.name = name
         self.files = files
-        idx = self._read_whole("idx", verify=True)
+        idx = self._read_whole("idx")
         try:
             self.entries: list[Entry] = pickle.loads(idx.data)
         except Exception as exc:
@@ -201,8 +431,8 @@ class Shard:
         self.pkl: np.ndarray | None = None
         self.bin: np.ndarray | None = None
         if whole:
-            self.pkl = self._read_whole("pkl", verify=True)
-            self.bin = self._read_whole("bin", verify=True)
+            self.pkl = self._read_whole("pkl")
+            self.bin = self._read_whole("bin")
 
     @classmethod
     def from_image(cls, image: Image) -> Shard:
@@ -221,31 +451,10 @@ class Shard:
     def _path(self, ext: str) -> Path:
         return self.gen / f"{self.name}.{ext}"
 
-    def _read_whole(self, ext: str, verify: bool) -> np.ndarray:
-        """The file in one buffer, its sha256 checked chunk by chunk as it is read."""
-        path = self._path(ext)
+    def _read_whole(self, ext: str) -> np.ndarray:
+        """The file in one buffer, its size and sha256 checked on the way."""
         want = self.files[f"{self.name}.{ext}"]
-        buf = np.empty(want["bytes"], np.uint8)
-        sha = hashlib.sha256()
-        hashing = None  # the previous chunk is hashed while the next one is read
-        with open(path, "rb", buffering=0) as f:
-            view = buf.data
-            done = 0
-            while done < len(view):
-                n = f.readinto(view[done:done + CHUNK])
-                if not n:
-                    break
-                if hashing is not None:
-                    hashing.result()
-                if verify:
-                    hashing = _hasher().submit(sha.update, view[done:done + n])
-                done += n
-        if hashing is not None:
-            hashing.result()
-        if done != len(buf) or (verify and sha.hexdigest() != want["sha256"]):
-            raise CheckpointError(f"{path}: corrupted (size or sha256 differs from the "
-                                  "manifest); restart from another checkpoint")
-        return buf
+        return _read(self._path(ext), 0, want["bytes"], want)
 
     def verify(self) -> None:
         """Check the sizes and sha256 of ``.pkl`` and ``.bin`` (streamed, no copy kept)."""
@@ -262,8 +471,8 @@ class Shard:
                 data = self.pkl[pkl_off:pkl_off + pkl_len].data
                 raw = self.bin[bin_off:bin_off + sum(lens)].data
             else:
-                data = _pread(self._path("pkl"), pkl_off, pkl_len).data
-                raw = _pread(self._path("bin"), bin_off, sum(lens)).data
+                data = _read(self._path("pkl"), pkl_off, pkl_len).data
+                raw = _read(self._path("bin"), bin_off, sum(lens)).data
             bufs = []
             at = 0
             for n in lens:
@@ -276,42 +485,6 @@ class Shard:
             raise CheckpointError(f"{self._path('pkl')}: a record cannot be read ({exc!r}); "
                                   "the checkpoint is corrupted or its classes changed"
                                   ) from None
-
-
-def _pread(path: Path, offset: int, size: int) -> np.ndarray:
-    buf = np.empty(size, np.uint8)
-    with open(path, "rb", buffering=0) as f:
-        f.seek(offset)
-        view = buf.data
-        done = 0
-        while done < size:
-            n = f.readinto(view[done:])
-            if not n:
-                raise CheckpointError(f"{path}: shorter than its index says (partial file)")
-            done += n
-    return buf
-
-
-def verify_file(path: Path, want: dict[str, Any]) -> None:
-    """Raise :class:`CheckpointError` unless ``path`` has the size and sha256 ``want``."""
-    sha = hashlib.sha256()
-    size = 0
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
-    try:
-        with open(path, "rb", buffering=0) as f:
-            while True:
-                n = f.readinto(view)
-                if not n:
-                    break
-                sha.update(view[:n])
-                size += n
-    except OSError as exc:
-        raise CheckpointError(f"{path}: cannot be read ({exc.strerror})") from None
-    if size != want["bytes"] or sha.hexdigest() != want["sha256"]:
-        raise CheckpointError(f"{path}: corrupted ({size} bytes, sha256 {sha.hexdigest()[:12]}; "
-                              f"the manifest says {want['bytes']} bytes, "
-                              f"{want['sha256'][:12]}); restart from another checkpoint")
 
 
 # ----------------------------------------------------------------- the manifest
