@@ -6,6 +6,8 @@ import errno
 import fcntl
 import hashlib
 import os
+import signal
+import time
 
 import numpy as np
 import pytest
@@ -166,3 +168,24 @@ def test_a_shard_kept_in_memory_holds_the_bytes_of_the_files(tmp_path):
     assert np.array_equal(got, np.arange(9000.0))
     got[0] = 7.0  # restored elements do not write into the image the store keeps
     assert image.shard().load(image.entries[1])[0] == 0.0
+
+
+def test_a_process_forked_after_a_checkpoint_writes_one_too(tmp_path):
+    write(tmp_path, [("a", np.ones(3 * shards.BLOCK // 8))])  # the I/O thread runs now
+    pid = os.fork()
+    if pid == 0:  # the child: no I/O thread was inherited, another one starts
+        code = 1
+        try:
+            (tmp_path / "child").mkdir()
+            files = write(tmp_path / "child", [("b", np.full(3 * shards.BLOCK // 8, 2.0))])
+            shard = shards.Shard(tmp_path / "child", "s", files, whole=True)
+            code = 0 if np.all(shard.load(shard.entries[0]) == 2.0) else 1
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 30  # (before the fix the child hung: end it, then fail)
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert done[0] == pid and done[1] == 0, "the forked child's checkpoint did not finish"

@@ -148,6 +148,16 @@ def _io() -> ThreadPoolExecutor:
     return _IO
 
 
+def _forget_io() -> None:
+    """In a child made by ``fork``: the I/O thread is not there, start another when needed."""
+    global _IO
+    _IO = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_io)
+
+
 def _block() -> memoryview:
     return _SPARE.pop() if _SPARE else memoryview(mmap.mmap(-1, BLOCK))  # page-aligned
 
