@@ -405,6 +405,51 @@ def abort_on_error(comm: Any) -> Iterator[None]:
             text = f"shoal: error: {exc}\n"
         else:
             text = "".join(traceback.format_exception(exc))
-        sys.stderr.write(f"rank {comm.Get_rank()}: {text}")
-        sys.stderr.flush()
-        comm.Abort(1)
+        abort_job(comm, f"rank {comm.Get_rank()}: {text}", 1)
+
+
+def abort_job(comm: Any, text: str, code: int) -> None:
+    """Print ``text`` on stderr, then abort every rank of ``comm``'s job with ``code``.
+
+    The launcher kills every rank as soon as one aborts, and a line still in the pipe to
+    mpiexec is lost with them (CI saw an empty stderr from a 3-rank job on 2 cores). So the
+    rank waits, up to 2 s, until the reader of its stderr has taken every byte (the pipe's
+    or socket's queue is empty), and 0.1 s more for mpiexec to pass it on."""
+    sys.stderr.write(text)
+    sys.stderr.flush()
+    _drained(sys.stderr, 2.0)
+    time.sleep(0.1)
+    comm.Abort(code)
+
+
+def _drained(stream: Any, limit: float) -> None:
+    """Wait (back-off polls, at most ``limit`` s) until nothing written to ``stream`` is
+    left unread by its reader: a pipe's FIONREAD or a socket's SIOCOUTQ is 0. Other
+    files (a terminal, a regular file) return at once."""
+    import fcntl
+    import stat
+    import struct
+    import termios
+
+    try:
+        fd = stream.fileno()
+        mode = os.fstat(fd).st_mode
+    except (OSError, ValueError, AttributeError):
+        return
+    if stat.S_ISFIFO(mode):
+        request = termios.FIONREAD
+    elif stat.S_ISSOCK(mode):
+        request = termios.TIOCOUTQ  # SIOCOUTQ: bytes not yet taken by the peer
+    else:
+        return
+    deadline = time.monotonic() + limit
+    pause = 0.001
+    while time.monotonic() < deadline:
+        try:
+            left = struct.unpack("i", fcntl.ioctl(fd, request, b"\0\0\0\0"))[0]
+        except OSError:
+            return
+        if left <= 0:
+            return
+        time.sleep(pause)
+        pause = min(2 * pause, 0.05)

@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from shoal.launch import abort_job
 from shoal.runtime.context import _Process
 
 
@@ -76,11 +77,13 @@ class Failure:
         if self.retrieved:
             return
         rt = _Process.runtime
-        sys.stderr.write(f"shoal: {self.where}: {self.text}(its caller dropped the future "
-                         "without awaiting it)\n")
-        sys.stderr.flush()
-        if rt is not None:
-            rt.net.comm.Abort(1)
+        text = (f"shoal: {self.where}: {self.text}(its caller dropped the future without "
+                "awaiting it)\n")
+        if rt is None:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        else:
+            abort_job(rt.net.comm, text, 1)
 
 
 def gathered(values: dict[Any, Any]) -> Failure | None:

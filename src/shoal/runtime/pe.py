@@ -39,6 +39,7 @@ from typing import Any
 from numpy import ndarray
 
 from shoal.errors import ShoalError, UsageError
+from shoal.launch import abort_job
 from shoal.runtime.aggregation import Aggregation
 from shoal.runtime.checkpoint import Checkpoints
 from shoal.runtime.collection import Collection, Slot
@@ -272,9 +273,7 @@ class Runtime:
             text = f"sys.exit({exc.code!r})\n"
         else:
             text = "".join(traceback.format_exception(exc))
-        sys.stderr.write(f"shoal: {where}: {text}")
-        sys.stderr.flush()
-        self.net.comm.Abort(code)
+        abort_job(self.net.comm, f"shoal: {where}: {text}", code)
 
     def _finish(self) -> None:
         """Let every send complete and every PE stop before the communicators go away."""

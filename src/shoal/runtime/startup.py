@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from shoal.launch import RANK_VARIABLES
+from shoal.launch import RANK_VARIABLES, abort_job
 
 if TYPE_CHECKING:
     from mpi4py import MPI
@@ -126,7 +126,8 @@ def _ended() -> None:
         return
     code, host = _State.code or 0, socket.gethostname()
     if code and not _State.ran:
-        _say(rank, host, code)
+        sys.stderr.write(_line(rank, host, code))
+        sys.stderr.flush()
     if rank:
         if not world.iprobe(0, TAG):  # else rank 0 has stopped waiting for this one
             world.send(("left", code, host), 0, TAG)  # small: eager, returns at once
@@ -150,22 +151,17 @@ def _gather(world: MPI.Intracomm, until: float) -> dict[int, tuple[Any, ...]]:
     return heard
 
 
-def _say(rank: int, host: str, code: int) -> None:
-    sys.stderr.write(f"shoal: PE {rank} (host {host}) ended before shoal.start (exit code "
-                     f"{code}): the job ends\n")
-    sys.stderr.flush()
+def _line(rank: int, host: str, code: int) -> str:
+    return (f"shoal: PE {rank} (host {host}) ended before shoal.start (exit code {code}): "
+            "the job ends\n")
 
 
 def _abort(rank: int, host: str, code: int) -> NoReturn:
     """End the job because PE ``rank`` ended before ``shoal.start`` with ``code``."""
     from mpi4py import MPI
 
-    if not code:
-        _say(rank, host, code)
-        # the launcher ends every rank as soon as one aborts: the line may still sit in
-        # mpiexec's pipes (lost in 2 of 5 runs on a loaded machine without this pause)
-        time.sleep(0.2)
-    MPI.COMM_WORLD.Abort(code or 1)
+    # a rank that left with an error has said why; one that left with code 0 has not
+    abort_job(MPI.COMM_WORLD, "" if code else _line(rank, host, code), code or 1)
     raise SystemExit(code or 1)  # (Abort does not return)
 
 
