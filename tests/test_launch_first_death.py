@@ -29,3 +29,26 @@ def test_ranks_seen_dead_together_name_the_injected_kill_first(tmp_path, kills, 
     deaths.stop()
     assert sorted(pe for pe, _ in deaths.order) == ["0", "2"]
     assert deaths.first()[0] == first
+
+
+def test_the_pe_that_kill_ended_is_named_even_when_another_was_seen_dead_first(tmp_path):
+    """mpiexec learns of a death when the process's sockets close, before its last thread
+    is gone, and may kill a rank that ends sooner: the killed PE's note of when it died
+    decides (CI named PE 0 when --kill ended PE 1)."""
+    host = socket.gethostname()
+    (tmp_path / f"{_dead_pid()}@{host}").write_text("0\n")
+    kill_time = time.monotonic()  # PE 1 killed itself now, its end not yet seen
+    deaths = _Deaths(tmp_path, "1@1.0")
+    deadline = time.monotonic() + 30
+    while not deaths.order and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (tmp_path / f"{_dead_pid()}@{host}").write_text("1\n")  # seen dead in a later pass
+    while len(deaths.order) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    deaths.stop()
+    assert [pe for pe, _ in deaths.order] == ["0", "1"]
+    assert deaths.first()[0] == "0"  # no note: the order seen
+    (tmp_path / "killed-1").write_text(repr(kill_time))
+    assert deaths.first()[0] == "1"
+    (tmp_path / "killed-1").write_text(repr(time.monotonic()))  # killed after PE 0 died
+    assert deaths.first()[0] == "0"

@@ -18,6 +18,7 @@ host and passes the job's output through, and when the job ends by a signal it p
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
@@ -38,6 +39,7 @@ from typing import Any
 from shoal.errors import ShoalError, UsageError
 
 SHM_DIR = Path("/dev/shm")
+KILLED = "killed-"  # a note of the PE that shoal run --kill ended, and when
 SHM_GLOB = "mpich_shm_*"
 RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")
 """Set in every rank by the launchers shoal knows (MPICH's hydra, PMIx, Open MPI, srun)."""
@@ -186,6 +188,7 @@ class _Deaths:
         self.folder = folder
         self.host = socket.gethostname()
         self.order: list[tuple[str, int]] = []  # (PE, pid) as they died
+        self.seen: list[float] = []  # when each was seen dead (time.monotonic())
         self.injected = {item.partition("@")[0]  # PEs that shoal run --kill ends
                          for item in kills.split(",") if item}
         self._done = threading.Event()
@@ -224,6 +227,7 @@ class _Deaths:
             # a PE that --kill ends (SHOAL_KILL) goes first, it caused the others' ends
             together.sort(key=lambda dead: (dead[0] not in self.injected, int(dead[0])))
             self.order += together
+            self.seen += [time.monotonic()] * len(together)
         for fd in watched:
             os.close(fd)
 
@@ -236,7 +240,26 @@ class _Deaths:
         os.close(self._wake_w)
 
     def first(self) -> tuple[str, int] | None:
-        return self.order[0] if self.order else None
+        """The PE that died first: a PE that ``--kill`` ended before the first death was
+        seen (its note :func:`note_injected_kill`), else the first seen dead. The order
+        seen is not always the order of the deaths: a process is seen dead when its last
+        thread is gone, and mpiexec, which learns of a death when the process's sockets
+        close, may have killed a rank that ends sooner (CI named PE 0 when --kill ended
+        PE 1)."""
+        if not self.order:
+            return None
+        killed = []
+        for pe, pid in self.order:
+            note = self.folder / f"{KILLED}{pe}"
+            try:
+                killed.append((float(note.read_text()), pe, pid))
+            except (OSError, ValueError):
+                continue
+        early = [(t, pe, pid) for t, pe, pid in killed if t <= self.seen[0]]
+        if early:
+            _, pe, pid = min(early)
+            return pe, pid
+        return self.order[0]
 
 
 _BANNER = re.compile(r"PID (\d+) RUNNING AT (\S+)\s+=\s+EXIT CODE: (\d+)")
@@ -278,6 +301,15 @@ def register_pe(pe: int) -> None:
     staged = note.with_suffix(".tmp")  # (the launcher reads whole notes only)
     staged.write_text(f"{pe}\n")
     staged.rename(note)
+
+
+def note_injected_kill(pe: int) -> None:
+    """In a rank of ``shoal run`` that ``--kill`` ends now: note when, so that the
+    launcher names this PE as the one that died first (:meth:`_Deaths.first`)."""
+    jobdir = os.environ.get("SHOAL_JOBDIR")
+    if jobdir:
+        with contextlib.suppress(OSError):
+            Path(jobdir, "pes", f"{KILLED}{pe}").write_text(repr(time.monotonic()))
 
 
 @contextmanager

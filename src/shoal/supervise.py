@@ -29,7 +29,7 @@ from pathlib import Path
 
 from shoal import jobdir as jd
 from shoal.errors import UsageError
-from shoal.launch import run_ranks
+from shoal.launch import note_injected_kill, run_ranks
 from shoal.units import parse_duration
 
 
@@ -140,18 +140,24 @@ def arm_kills(pe: int) -> None:
         target, _, when = item.partition("@")
         if int(target) == pe and float(when) < 0:
             global _DIE_IN_RECOVERY
-            _DIE_IN_RECOVERY = True
+            _DIE_IN_RECOVERY = pe
         elif int(target) == pe:
-            timer = threading.Timer(float(when), os.kill, (os.getpid(), signal.SIGKILL))
+            timer = threading.Timer(float(when), _die, (pe,))
             timer.daemon = True
             timer.start()
 
 
-_DIE_IN_RECOVERY = False  # --kill PE@recovery names this process
+_DIE_IN_RECOVERY: int | None = None  # the PE of this process if --kill PE@recovery names it
 
 
 def die_in_recovery() -> None:
     """In an in-job recovery (:mod:`shoal.runtime.recovery`): ``--kill PE@recovery`` kills
     this process here, a second failure while the survivors recover from the first."""
-    if _DIE_IN_RECOVERY:
-        os.kill(os.getpid(), signal.SIGKILL)
+    if _DIE_IN_RECOVERY is not None:
+        _die(_DIE_IN_RECOVERY)
+
+
+def _die(pe: int) -> None:
+    """The failure ``--kill`` injects: note it for the launcher, then SIGKILL."""
+    note_injected_kill(pe)
+    os.kill(os.getpid(), signal.SIGKILL)
