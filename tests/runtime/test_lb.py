@@ -86,3 +86,21 @@ def test_topo_balances_inside_the_runtime_with_the_machine_it_is_given():
     assert 32 * 2**16 < before < 32 * (2**16 + 512)  # 32 halos of 64 KiB + envelope, 1 hop
     assert after < before and moved > 0
     assert len(steps) == 4 and all(b > 0 and a >= 0 for b, a, _ in steps), steps
+
+
+def test_an_element_that_syncs_every_k_iterations_is_weighed_by_its_whole_period(tmp_path):
+    """The first step's database (lb_dump) holds what each element worked in the 5
+    iterations before it (CPU seconds), the heavy ones 4x the light ones, even though no
+    single call holds a period's work (before: the last call only, a fifth of it)."""
+    worked = dict(run_ok("lb", 2, "every_k", options=("--lb-dump", str(tmp_path), *CPU)
+                         )["every_k"])
+    db = LBDatabase.read(tmp_path / "step-0001.npz")
+    loads = {key[1][0]: load for key, load in zip(db.keys, db.load, strict=True)}
+    assert sorted(loads) == sorted(worked)
+    for i, load in loads.items():
+        # the first period is half of each element's work (2 periods); the runtime's own
+        # time in the calls (sends, at_sync) adds a little
+        assert 0.45 * worked[i] < load < 0.75 * worked[i], (i, load, worked[i])
+    heavy = np.mean([v for i, v in loads.items() if i < 4])
+    light = np.mean([v for i, v in loads.items() if i >= 4])
+    assert 3.0 < heavy / light < 5.0, loads

@@ -297,7 +297,46 @@ async def auto_imbalance():
     return fired, len(history)
 
 
+# every_k: elements that sync every EVERY_K iterations, an iteration being two calls (a
+# message to itself, then the work), the last one calling at_sync() after its work, as
+# LeanMD's computes do (the work of a period is not in any one call)
+EVERY_K, EVERY_N, EVERY_S = 5, 8, 0.004
+
+
+class Periodic(shoal.Chare):
+    def __init__(self, done):
+        self.done, self.it, self.worked = done, 0, 0.0
+
+    def iterate(self):
+        self.thisProxy[self.thisIndex].work()
+
+    def work(self):
+        t0 = time.process_time()
+        spin(EVERY_S * (4 if self.thisIndex[0] < EVERY_N // 2 else 1), time.process_time)
+        self.worked += time.process_time() - t0
+        self.it += 1
+        if self.it % EVERY_K:
+            self.iterate()
+        else:
+            self.at_sync()
+
+    def resume_from_sync(self):
+        if self.it < 2 * EVERY_K:
+            self.iterate()
+        else:
+            self.contribute((self.thisIndex[0], self.worked), Reducer.gather, self.done)
+
+
+async def every_k():
+    """Sync every EVERY_K iterations: each step's database holds each element's work of
+    the whole period, not of its last call (the loads of the heavy half are 4x)."""
+    done = shoal.future()
+    shoal.Array(Periodic, EVERY_N, args=(done,), at_sync=True).iterate()
+    worked = dict(await done)
+    return sorted(worked.items())
+
+
 if __name__ == "__main__":
     main({"atsync": atsync, "periodic": periodic, "periodic_collectives": periodic_collectives,
           "auto_balanced": auto_balanced, "auto_imbalance": auto_imbalance,
-          "topo_ring": topo_ring})
+          "topo_ring": topo_ring, "every_k": every_k})

@@ -82,6 +82,8 @@ def _add_loads(a: dict[int, float], b: dict[int, float]) -> dict[int, float]:
 # iteration, for lb="auto")
 SYNC = Reducer("_at_sync", _add_loads)
 RECENT = 0.5  # weight of the newest iteration in an element's smoothed load per iteration
+NOW = -(1 << 30)  # the queue's priority of the sync point: first, before any work
+WINDOW = 4  # at_sync() iterations in a period up to which a step weighs their exact total
 CONTENTION_TIME = 0.1  # seconds: a PE's past background and wanted time count e^(-age/this)
 SPEED_LOOP = 2000  # iterations of the loop that measures a PE's speed (about 50 µs)
 
@@ -144,6 +146,7 @@ class Balancer:
         self.busy = False
         self.pending = False  # a trigger came during a step
         self.synced: set[int] = set()  # at_sync collections whose elements all called it
+        self.point_queued = False  # a look at the sync point waits in the queue
         self.history: list[dict[str, Any]] = []
         self.msg_bytes = 1.0  # average bytes of a message between PEs, last measured
         self.parts: list[dict[str, Any]] = []
@@ -203,6 +206,14 @@ class Balancer:
         ``loads``: their seconds in entry methods since the previous call, per PE."""
         self.synced.add(cid)
         _add_loads(self.iteration, loads)
+        if not self.point_queued:  # once the call that completed the reduction has
+            # returned: it may be an element's last call before the step, its time is its
+            # load (the step counted it in the next period when it ran inside that call)
+            self.point_queued = True
+            self.rt.push(NOW, self._sync_point, None, None)
+
+    def _sync_point(self, _a: None, _b: None) -> None:
+        self.point_queued = False
         self._maybe_sync_step()
 
     def _maybe_sync_step(self) -> None:
@@ -506,17 +517,20 @@ def _smooth(sync: list, load: float) -> None:
 
 def _period_load(slot: Slot, total: float) -> float:
     """An element's load for the database: its seconds in entry methods since the last step
-    (``total`` now); for an element that called ``at_sync()`` since, its smoothed load per
-    iteration times those iterations, so that an imbalance that appeared in the last
-    iterations of a long period (lb="auto" balances within a few iterations of it) is not
-    diluted by the iterations before it. An ``at_sync()`` call sees the calls that returned
-    before it, not the one it is in; the step comes after that one returned, so its time
-    since the last ``at_sync()`` is the newest iteration's, folded in here."""
+    (``total`` now), exact. An element that called ``at_sync()`` more than WINDOW times
+    since (lb="auto" lets periods grow long) gets its smoothed load per iteration times
+    those iterations instead, so that an imbalance that appeared in the last iterations
+    (lb="auto" balances within a few iterations of it) is not diluted by the ones before.
+
+    (The smoothed loads are measured from one ``at_sync()`` call to the next: a call sees
+    the calls that returned before it, not the one it is in, so each spans an iteration
+    shifted by that call, which is the whole iteration when one call does all of it. An
+    element that syncs every k steps, LeanMD's computes, does a period's work in many
+    calls, the last of which syncs: the step comes after it returned, and the total since
+    the last step is its period; the time since its ``at_sync()``, the last call alone,
+    was once taken for the newest iteration, and the first step weighed one call.)"""
     sync = slot.sync
-    if sync[2]:
-        newest = total - sync[0]
-        sync[0] = total
-        _smooth(sync, newest)
+    if sync[2] > WINDOW and sync[1] >= 0:
         load = sync[1] * sync[2]
     else:
         load = total - slot.lb_mark
