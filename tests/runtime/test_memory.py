@@ -33,3 +33,10 @@ def test_a_cycle_of_pes_flooding_the_next_one_makes_progress_and_keeps_order():
 def test_single_migrate_calls_of_one_turn_move_in_one_batch():
     calls = run_ok("memory", 2, "single_migrates")["single_migrates"]
     assert calls == [1, 0]  # before: one migrate_many (a pass over the queue) per element
+
+
+def test_a_pe_waiting_for_a_window_counts_the_wait_as_idle_time_asleep():
+    idle, waited, slept = run_ok("memory", 2, "blocked")["blocked"]
+    assert waited > 0.3, waited  # PE 0 was held 1 s with 128 messages outstanding
+    assert idle >= waited  # (before: the wait was in no count; the balancer saw background)
+    assert slept > 0.5 * waited, (slept, waited)  # it polls with back-off

@@ -748,7 +748,8 @@ class Runtime:
         comm = {(slot.key, dst): tuple(v[:2]) for coll in self.colls.values()
                 for slot in coll.local.values() for dst, v in slot.out.items()}
         comm.update({(self.pe_key, dst): tuple(v[:2]) for dst, v in self.pe_out.items()})
-        return {"pe": self.pe, "elements": elements, "idle": self.idle, "comm": comm,
+        return {"pe": self.pe, "elements": elements, "idle": self.idle + self.net.flow.waited,
+                "comm": comm,
                 "bytes_sent": self.net.bytes_sent, "bytes_shared": self.net.bytes_shared}
 
 

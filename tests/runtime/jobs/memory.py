@@ -1,6 +1,8 @@
 """Memory bounds of the runtime (run by test_memory.py): ``python memory.py NAME...
 [--shm BYTES] [--pool-bytes BYTES]``."""
 
+import time
+
 import numpy as np
 from runner import main
 
@@ -47,6 +49,18 @@ class Peer(shoal.Chare):
         last = self.got.get((src, size), -1)
         assert k == last + 1, f"{self.thisIndex}: message {k} from {src} after {last}"
         self.got[src, size] = k
+
+    def busy(self, seconds):
+        """Hold this PE (no receiving) for ``seconds`` of wall time."""
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    def waits(self):
+        """This PE's idle seconds (shoal.stats) and, of them, its waits for windows: all of
+        it, and asleep."""
+        rt = current()
+        return rt.stats()["idle"], rt.net.flow.waited, rt.net.flow.slept
 
     def report(self):
         flow = getattr(current().net, "flow", None)  # (None: a runtime without windows)
@@ -163,5 +177,24 @@ async def single_migrates():
     return calls
 
 
+async def blocked():
+    """PE 1 floods PE 0 while PE 0 is held for 1 s: PE 1 waits for windows, and its wait
+    is idle time (asleep), not time another process held its core (the balancer's
+    background: it took the PE that waits on a busy one for a slow one)."""
+    p = shoal.Array(Peer, 2)
+    idle0 = (await p[1].waits(ret=True))[0]
+    # envelopes of 6 KB: over MPI_Send's 4 KB, they go by MPI_Isend, and the windows hold
+    # the sender back (a smaller one blocks in MPICH's MPI_Send once its cells are full)
+    flood = p[1].flood([0], 50_000, 6000, ret=True)  # (a few seconds of sending)
+    await shoal.sleep(0.1)  # PE 1 floods, PE 0 receives
+    held = p[0].busy(1.0, ret=True)  # then holds (a call from main to its PE runs at once)
+    await held
+    await flood
+    await shoal.quiescence()
+    idle1, waited, slept = await p[1].waits(ret=True)
+    return [idle1 - idle0, waited, slept]
+
+
 if __name__ == "__main__":
-    main({"pool": pool, "mutual": mutual, "ring": ring, "single_migrates": single_migrates})
+    main({"pool": pool, "mutual": mutual, "ring": ring, "single_migrates": single_migrates,
+          "blocked": blocked})

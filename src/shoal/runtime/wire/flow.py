@@ -56,6 +56,11 @@ class Flow:
         self._status = MPI.Status()
         self.held: deque[tuple[int, int, bytearray]] = deque()
         self.waits = 0  # windows this PE waited for (statistics)
+        # seconds in waits, and of those asleep: idle time, not time another process held
+        # the core (the balancer's background is what is neither working nor asleep; the
+        # PE that waits on a busy one was taken for a slow one)
+        self.waited = 0.0
+        self.slept = 0.0
 
     def wait(self, req: MPI.Request) -> None:
         """Until ``req`` (the send that closed the last window) completes, receive and set
@@ -63,7 +68,7 @@ class Flow:
         self.waits += 1
         status = self._status
         nap = 1e-5
-        idle_since = time.perf_counter()
+        start = idle_since = time.perf_counter()
         while not req.Test():
             msg = self._improbe(self._any, self._anytag, status)
             if msg is not None:
@@ -73,5 +78,8 @@ class Flow:
                 idle_since = time.perf_counter()
                 nap = 1e-5
             elif time.perf_counter() - idle_since > SPIN:
+                t = time.perf_counter()
                 time.sleep(nap)
+                self.slept += time.perf_counter() - t
                 nap = min(2 * nap, NAP_MAX)
+        self.waited += time.perf_counter() - start
