@@ -1,8 +1,11 @@
 """The fast simulator against an obviously-correct per-event reference (Fig. 1 of seed 000)."""
 
 import heapq
+import json
 import math
 import random
+import subprocess
+import sys
 from typing import NamedTuple
 
 import numba
@@ -141,13 +144,18 @@ def kernel_draws(cfg, n):
     return draw
 
 
-def simulate_with_reference(monkeypatch, **kwargs):
+def simulate_with_reference(monkeypatch, deaths=None, **kwargs):
     """``simulate(**kwargs)`` and the reference run on the same phases, deaths and draws:
-    the kernel's final state, its measures and the reference's."""
+    the kernel's final state, its measures and the reference's. ``deaths(phase)`` gives the
+    nodes that die and when, instead of ``simulate``'s (which kills them all at once)."""
     seen = {}
     run = simkernel.run
 
     def keep(state, cfg, sched, out):
+        if deaths is not None:
+            node, time = deaths(state.phase)
+            sched = sched._replace(death_node=np.asarray(node, np.int32),
+                                   death_time=np.asarray(time, np.float64))
         run(state, cfg, sched, out)
         seen.update(state=state, cfg=cfg, sched=sched, out=out)
 
@@ -196,12 +204,62 @@ EXACT = {  # small runs, every feature; the kernel's draws make the reference's 
     "plain": dict(nodes=40, window=8, units=40, seed=0),
     "loss": dict(nodes=40, window=8, units=40, seed=1, loss=0.3, samples=5),
     "deaths": dict(nodes=40, window=8, units=60, seed=2, dead=6, samples=3),
+    "deaths_latency": dict(nodes=40, window=8, units=60, seed=3, dead=0.1, latency=0.02),
+    "deaths_latency_loss": dict(nodes=50, window=0.2, units=60, seed=4, dead=5,
+                                dead_at=12.5, latency=1.3, loss=0.2, samples=7),
 }
 
 
 @pytest.mark.parametrize("name", EXACT)
 def test_same_run_as_the_reference(name, monkeypatch):
     assert_same_run(*simulate_with_reference(monkeypatch, **EXACT[name]))
+
+
+def test_a_run_that_starts_on_a_dead_tick_stops_at_the_next_death(monkeypatch):
+    """Node ``a`` dies just before its tick in unit 10, node ``b`` (the next to tick) between
+    the two ticks: the run of events that starts on ``a``'s skipped tick must end at ``b``'s
+    death (it took ``b``'s tick, which ``b`` was then too dead to make)."""
+
+    def deaths(phase):
+        a, b = np.argsort(phase)[[3, 4]]
+        t_a, t_b = 10 + phase[a], 10 + phase[b]
+        return [a, b], [t_a - 1e-9, (t_a + t_b) / 2]
+
+    assert_same_run(*simulate_with_reference(monkeypatch, deaths, nodes=12, window=4,
+                                             units=30, seed=0))
+
+
+def test_a_run_that_starts_on_a_dead_tick_stops_at_the_next_sample(monkeypatch):
+    """The only tick between two samples is a dead node's: the run of events that starts on
+    it must end at the second sample (it took the next live tick, which the sample then
+    measured)."""
+    samples = 64
+
+    def deaths(phase):
+        ticks = np.sort(phase)
+        gap = np.floor(ticks * samples - 0.5)  # the samples that a tick lies between
+        alone = [k for k in range(len(ticks) - 1)
+                 if gap[k] != gap[k + 1] and (k == 0 or gap[k] != gap[k - 1])]
+        return [np.argsort(phase)[alone[0]]], [1.0]
+
+    assert_same_run(*simulate_with_reference(monkeypatch, deaths, nodes=12, window=4,
+                                             units=30, seed=0, samples=samples))
+
+
+def test_units_that_end_on_ticks_of_dead_nodes():
+    """Two live nodes of ten: most units end on dead nodes' ticks with no message in flight;
+    the unit must end there (the kernel took the queue's unused slot for an arrival and
+    crashed), so the run goes in a subprocess."""
+    code = ("import json; from shoal.gossip.sim import simulate; "
+            "r = simulate(10, 5, 100, dead=8, dead_at=2.0, seed=9); "
+            "print(json.dumps([r.sent, r.lost, r.to_dead, r.delivered, r.mean_age]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    sent, lost, to_dead, delivered, age = json.loads(done.stdout.splitlines()[-1])
+    assert sent == 10 * 2 + 2 * 98  # all ten tick in units 0 and 1, the two live ones after
+    assert lost == 0 and to_dead + delivered == sent  # no latency: each message at once
+    assert math.isfinite(age)
 
 
 def test_close_to_the_expected_age_at_the_papers_settings():

@@ -500,11 +500,14 @@ def _gather(s: NodeState, cfg: Config, counters: np.ndarray, work: Work, u: int,
             t_stop: float, batch_id: int, ti: int, head: int, tail: int,
             draw: Draw) -> tuple[int, int, int, int, Draw]:
     """Gather run ``batch_id``: the ticks (from ``order[ti]``) and arrivals (from queue slot
-    ``head``) of unit ``u`` in time order, up to ``BATCH`` of them, before ``t_stop`` (the
-    first one whatever its time), until one involves a node that the run already does.
-    Ticks of dead nodes are skipped, arrivals at dead nodes dropped. Returns the number of
-    events and the new ``ti``, ``head``, ``tail`` and draws. The loop calls no function on
-    arrays (module docstring)."""
+    ``head``) of unit ``u`` in time order, up to ``BATCH`` of them, until one involves a node
+    that the run already does. Ticks of dead nodes are skipped, arrivals at dead nodes
+    dropped. Every event but the first, taken or skipped, lies before ``t_stop`` (the first
+    may share a sample's time; an event after skipped ones may lie past a sample, a death or
+    the end of the unit, which come first), so the loop also ends when the unit has no event
+    left (both times infinite). Returns the number of events (0 if all were skipped) and the
+    new ``ti``, ``head``, ``tail`` and draws. The loop calls no function on arrays (module
+    docstring)."""
     n = s.ver.shape[0]
     phase, order, alive, mark = s.phase, s.order, s.alive, work.mark
     kinds, nodes, dsts, slots = work.batch.kind, work.batch.node, work.batch.dst, work.batch.slot
@@ -513,11 +516,12 @@ def _gather(s: NodeState, cfg: Config, counters: np.ndarray, work: Work, u: int,
     delayed = cfg.latency > 0.0
     inf = np.inf
     nops = 0
+    first = ti
     arr = head
     while nops < BATCH:
         t_tick = u + phase[order[ti]] if ti < n else inf
         t_arr = q_time[arr] if arr != tail else inf
-        if nops > 0 and min(t_tick, t_arr) >= t_stop:
+        if (ti != first or arr != head) and min(t_tick, t_arr) >= t_stop:
             break
         if t_arr <= t_tick:  # an arrival
             r = q_dst[arr]
