@@ -288,25 +288,29 @@ def _edge_bin(row: np.ndarray, pbin: np.ndarray, src: np.ndarray, c: int, w: int
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _keep_exact(row: np.ndarray, phase: np.ndarray, crow: np.ndarray, src: np.ndarray, c: int,
-                w: int, kbuf: np.ndarray) -> tuple[int, int]:
+def _keep_exact(row: np.ndarray, phase: np.ndarray, pbin: np.ndarray, crow: np.ndarray,
+                src: np.ndarray, c: int, w: int, kbuf: np.ndarray) -> tuple[int, int]:
     """The window reaches entries older than the bins: select the ``w`` youngest of
-    ``src[:c]`` by exact creation time into ``crow[:w]``, then the rest of the list; return
-    the list's length (more than ``crow`` holds: it overflowed) and its threshold."""
+    ``src[:c]`` by exact creation time into ``crow[:w]``, then the rest of the list (the
+    others of the oldest's time key); return the list's length (more than ``crow`` holds: it
+    overflowed) and its threshold, that key. Keys are integers ``ver * SUB + pbin``, as the
+    merges compute them, so that the merges find in the list the entries it should hold."""
     cap = crow.shape[0]
     for e in range(c):
         kbuf[e] = row[src[e]] + phase[src[e]]
     select_largest(kbuf, src, c, w)
-    lowest = kbuf[0]
+    oldest = 0
     for e in range(1, w):
-        lowest = min(lowest, kbuf[e])
-    t = int(np.floor(lowest * SUB))
+        if kbuf[e] < kbuf[oldest]:
+            oldest = e
+    t = row[src[oldest]] * SUB + pbin[src[oldest]]
     for e in range(w):
         crow[e] = src[e]
     k = w
     for e in range(w, c):  # in place: k <= e
-        crow[min(k, cap - 1)] = src[e]
-        k += kbuf[e] >= t
+        j = src[e]
+        crow[min(k, cap - 1)] = j
+        k += row[j] * SUB + pbin[j] >= t
     return k, t
 
 
@@ -373,7 +377,7 @@ def _window(ver: np.ndarray, phase: np.ndarray, pbin: np.ndarray, cand: np.ndarr
     top = u * SUB + SUB - 1  # the time key of age bin 0
     edge = _edge_bin(row, pbin, src, c, w, top, abuf)
     if edge == NBIN - 1:  # the window reaches entries older than the bins: exact select
-        k, t = _keep_exact(row, phase, crow, src, c, w, kbuf)
+        k, t = _keep_exact(row, phase, pbin, crow, src, c, w, kbuf)
         thr[i] = t
     else:
         k = _keep_binned(phase, crow, src, c, w, edge, kbuf, ibuf, abuf)
