@@ -2,8 +2,10 @@
 its threshold (``simkernel`` docstring), whatever fills it or selects a window from it."""
 
 import numpy as np
+import pytest
 
 from shoal.gossip import simkernel
+from shoal.gossip.sim import simulate
 
 
 def lists(phase, row, cap, cand=(), thr=0):
@@ -23,6 +25,13 @@ def lists(phase, row, cap, cand=(), thr=0):
                 alive=np.ones(n, np.bool_))
 
 
+def merge(s, idx, vers):
+    """Merge a window (nodes ``idx`` at versions ``vers``) into node 0."""
+    simkernel._merge(s["ver"], s["phase"], s["pbin"], s["cand"], s["ccount"], s["overflow"],
+                     s["thr"], s["ssum"], s["known"], s["alive"], 0,
+                     np.array(idx, np.uint16), np.array(vers, np.int16), len(idx))
+
+
 def window(s, w, u):
     """Select node 0's window of ``w`` entries at unit ``u``; its list afterwards."""
     n = len(s["phase"])
@@ -30,6 +39,16 @@ def window(s, w, u):
                       s["thr"], 0, w, u, np.empty(n), np.empty(n, np.uint16),
                       np.empty(n, np.uint16))
     return s["cand"][0, :s["ccount"][0]]
+
+
+def test_a_full_list_keeps_its_entries():
+    # three entries of keys above the threshold fill the list; the window's one is older
+    s = lists([0.1, 0.3, 0.5, 0.7], [5, 4, 4, -1], cap=3, cand=[0, 1, 2])
+    merge(s, [1], [3])
+    assert list(s["cand"][0, :s["ccount"][0]]) == [0, 1, 2]
+    assert not s["overflow"][0]
+    merge(s, [3], [5])  # a new candidate has no room: the list overflows
+    assert s["overflow"][0]
 
 
 def test_exact_select_keeps_the_threshold_bins_other_entries():
@@ -40,3 +59,37 @@ def test_exact_select_keeps_the_threshold_bins_other_entries():
     assert set(cand[:3]) == {0, 2, 3}
     assert list(cand[3:]) == [1]
     assert s["thr"][0] == 3 * simkernel.SUB + 8
+
+
+def test_exact_select_after_a_rescan_fills_the_list_exactly():
+    # the rescan finds all 8 entries, the list holds 4: the window of 2 (nodes 0 and 3) and
+    # the two others of its oldest entry's key (nodes 1 and 2) fill it, without overflow
+    phase = [0.9, 0.50, 0.51, 0.52, 0.10, 0.15, 0.20, 0.25]
+    s = lists(phase, [100] + [3] * 7, cap=4)
+    s["overflow"][0] = True
+    cand = window(s, 2, 100)
+    assert set(cand[:2]) == {0, 3}
+    assert set(cand[2:]) == {1, 2}
+    assert not s["overflow"][0]
+
+
+@pytest.mark.parametrize("kwargs", [dict(nodes=3, window=2, units=60, seed=8),
+                                    dict(nodes=10, window=5, units=100, seed=9, dead=8,
+                                         dead_at=2.0)])
+def test_lists_hold_their_candidates_after_a_run(kwargs, monkeypatch):
+    # lists as long as the vectors: full whenever a node's candidates are all the nodes
+    states = []
+    run = simkernel.run
+
+    def keep(state, cfg, sched, out):
+        run(state, cfg, sched, out)
+        states.append(state)
+
+    monkeypatch.setattr(simkernel, "run", keep)
+    simulate(**kwargs)
+    s = states[0]
+    assert s.cand.shape[1] == len(s.phase)
+    for i, row in enumerate(s.ver):
+        keys = row.astype(np.int64) * simkernel.SUB + s.pbin
+        want = np.flatnonzero((row >= 0) & (keys >= s.thr[i]))
+        assert s.overflow[i] or sorted(s.cand[i, :s.ccount[i]]) == list(want)

@@ -202,6 +202,7 @@ def test_fast_simulator_agrees_with_reference(n, w, latency, dead):
 
 EXACT = {  # small runs, every feature; the kernel's draws make the reference's run its own
     "plain": dict(nodes=40, window=8, units=40, seed=0),
+    "three_nodes": dict(nodes=3, window=2, units=60, seed=8),  # lists as long as the vectors
     "loss": dict(nodes=40, window=8, units=40, seed=1, loss=0.3, samples=5),
     "deaths": dict(nodes=40, window=8, units=60, seed=2, dead=6, samples=3),
     "deaths_latency": dict(nodes=40, window=8, units=60, seed=3, dead=0.1, latency=0.02),

@@ -162,8 +162,9 @@ DIGESTS = {  # recorded with the kernel of commit 41a547b, unless a comment says
         unit_incl="0e043528fba27249", unit_known="d9117b4a494080f7", dead_age="b99f2202b5accd4c",
         counters="7524e98c677ab48f"),
     # new with the dead-tick fix (the original kernel crashed); matches test_sim's reference
+    # cand: full-list fix, the full lists no longer lose an entry to a duplicate (same run)
     "n10_units_end_dead": dict(
-        result="3263b79833d60e6b", ver="52f8f31dda4d82b7", cand="59b2717af46192d2",
+        result="3263b79833d60e6b", ver="52f8f31dda4d82b7", cand="d05ccd72c1548757",
         ccount="b796249b85f41b9c", overflow="6f5204fa2d09a529", thr="574bc7b004b1ddb2",
         ssum="2d3611ecd3ba087d", known="36d95a17a5cf8e36", alive="085229b70ba62215",
         hist="e08e07969c279b18", max_age="a37c91f45260919f", unit_excl="f3f0c8f7f8140ac3",
@@ -176,13 +177,14 @@ DIGESTS = {  # recorded with the kernel of commit 41a547b, unless a comment says
         hist="cd48b887d79c81eb", max_age="04401976f22839fc", unit_excl="3d8174f39e1a1f74",
         unit_incl="993e870c286d5524", unit_known="fb3f211b88c03e51", dead_age="a279a0e19f3c939d",
         counters="1f27e73a5c302e1c"),
+    # full-list fix: lists of 3 (= N) lost an entry when full; now matches test_sim's reference
     "int32_versions": dict(
-        result="db76fb6c564028ba", ver="330b60b61578c504", cand="1461ac919ba05001",
-        ccount="6afb480f0d2d0c28", overflow="946b49a89406b381", thr="832afe17d3d32dfd",
-        ssum="3585e1c579d44d1f", known="ac15a47c86762fa3", alive="85a1049e5555f107",
-        hist="daf1ec36fcfc9522", max_age="77f60b449cc1b62a", unit_excl="22a2d974f9c2b221",
-        unit_incl="66bfdf3f78d90779", unit_known="89206cf3a9c0bb32", dead_age="29079763ae91d344",
-        counters="fafed4c5c5de4bb4"),
+        result="8b4409bda900d525", ver="00d5a56186795858", cand="b5cf5201b8749884",
+        ccount="73343db88083451e", overflow="946b49a89406b381", thr="142bf26f987f074b",
+        ssum="3ea1a5ece41dbe1b", known="ac15a47c86762fa3", alive="85a1049e5555f107",
+        hist="bb1359c51069083f", max_age="6b0457942be9ca59", unit_excl="593c9dc93f0b950d",
+        unit_incl="49241db3ba55cfd4", unit_known="89206cf3a9c0bb32", dead_age="29079763ae91d344",
+        counters="b29d7118bddaa0da"),
 }
 
 

@@ -220,9 +220,11 @@ def _merge(ver: np.ndarray, phase: np.ndarray, pbin: np.ndarray, cand: np.ndarra
 
     Whether an entry is newer is a coin toss, so the loop has no branch on it (a mispredict
     per entry doubled its cost): versions are summed as integers and masked, and the phases
-    of new entries are added apart (the only branch: ``r`` learns of a node for the first
-    time, rare after the first few units). ``r``'s own entry is never replaced: no copy of
-    it is newer than ``r``'s own."""
+    of new entries are added apart (a branch: ``r`` learns of a node for the first time,
+    rare after the first few units). Every entry is written to the list's next slot, and
+    counted if it is a new candidate; a full list takes no more writes (the other branch,
+    rarely taken), so that it keeps its entries and a count past it flags the overflow.
+    ``r``'s own entry is never replaced: no copy of it is newer than ``r``'s own."""
     row = ver[r]
     crow = cand[r]
     cap = crow.shape[0]
@@ -245,7 +247,8 @@ def _merge(ver: np.ndarray, phase: np.ndarray, pbin: np.ndarray, cand: np.ndarra
                 dknown += 1
                 dsum += phase[j] - 1.0
         b = pbin[j]
-        crow[min(c, cap - 1)] = j
+        if c < cap:
+            crow[c] = j
         c += newer & (nv * SUB + b >= t) & ((old < 0) | (old * SUB + b < t))
     ssum[r] += dsum + dver
     known[r] += dknown
@@ -307,9 +310,10 @@ def _keep_exact(row: np.ndarray, phase: np.ndarray, pbin: np.ndarray, crow: np.n
     for e in range(w):
         crow[e] = src[e]
     k = w
-    for e in range(w, c):  # in place: k <= e
+    for e in range(w, c):  # in place: k <= e; a full list keeps its entries (see _merge)
         j = src[e]
-        crow[min(k, cap - 1)] = j
+        if k < cap:
+            crow[k] = j
         k += row[j] * SUB + pbin[j] >= t
     return k, t
 
