@@ -7,9 +7,9 @@ on one thread and on two. The cases reach every branch of the kernel but three t
 sizes cannot reach (a rescan that finds more candidates than the list holds, a node's first
 own entry into a full list, a full message queue): 2- and 4-byte versions, latency, loss,
 deaths during the warm-up and at its end, lists that overflow and are rescanned, windows that
-reach entries older than the age bins (exact select), several samples and no snapshots. Left
-out: runs whose last ticks of a unit are all dead nodes', with no message in flight; there
-the kernel reads a queue slot that holds no message.
+reach entries older than the age bins (exact select), several samples and no snapshots, and
+units that end on ticks of dead nodes with no message in flight. A case whose digests a bug
+fix changed says so where they are recorded.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ CASES = {
     "n600_deaths_in_warmup": dict(nodes=600, window=12, units=70, seed=7, dead=0.3,
                                   dead_at=5.5, warmup=10),
     "n10_eight_dead": dict(nodes=10, window=5, units=100, seed=12, dead=8, dead_at=2.0),
+    "n10_units_end_dead": dict(nodes=10, window=5, units=100, seed=9, dead=8, dead_at=2.0),
     "n100_97pc_loss": dict(nodes=100, window=3, units=200, seed=10, loss=0.97, latency=0.7),
     "int32_versions": dict(nodes=3, window=2, units=32800, warmup=32790, seed=8, samples=1),
 }
@@ -95,7 +96,7 @@ def run_case(name: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return digests(result, arrays)
 
 
-DIGESTS = {  # recorded with the kernel of commit 41a547b
+DIGESTS = {  # recorded with the kernel of commit 41a547b, unless a comment says otherwise
     "n64": dict(
         result="dc644e9624725fe2", ver="c39242e16febd838", cand="8b9746e8140a9d12",
         ccount="0c45c973547227b1", overflow="468cd8b910d91917", thr="3175fb4066865f84",
@@ -152,13 +153,23 @@ DIGESTS = {  # recorded with the kernel of commit 41a547b
         hist="555c3aae9505f9c7", max_age="2500de8d5bd8ef60", unit_excl="9fdf364ab1302850",
         unit_incl="4858293ffab0096f", unit_known="5446a24841dc588a", dead_age="2204e3ed78a9b39b",
         counters="7fb9552fedaf52aa"),
+    # dead-tick fix: samples no longer follow later ticks; now matches test_sim's reference
     "n10_eight_dead": dict(
-        result="f3e419938e50e9c6", ver="84e28a27346a0b04", cand="78dc1b76801a00cf",
+        result="ff6d82cfd8e0710f", ver="84e28a27346a0b04", cand="78dc1b76801a00cf",
         ccount="52d921dcc282b44d", overflow="6f5204fa2d09a529", thr="70da66d188dbbcb2",
         ssum="1730486176898bca", known="5c0ddf6be7d7c8f2", alive="5be2d0b653e45caf",
-        hist="18d31060b2c5457a", max_age="857f91da5fc6a545", unit_excl="db530667096de891",
-        unit_incl="bcd9e1290e527204", unit_known="d9117b4a494080f7", dead_age="b99f2202b5accd4c",
+        hist="22ecca74589a96a7", max_age="418ed8006ec6a6ce", unit_excl="f83319a92a9fb49e",
+        unit_incl="0e043528fba27249", unit_known="d9117b4a494080f7", dead_age="b99f2202b5accd4c",
         counters="7524e98c677ab48f"),
+    # new with the dead-tick fix (the original kernel crashed); matches test_sim's reference
+    # cand: full-list fix, the full lists no longer lose an entry to a duplicate (same run)
+    "n10_units_end_dead": dict(
+        result="3263b79833d60e6b", ver="52f8f31dda4d82b7", cand="d05ccd72c1548757",
+        ccount="b796249b85f41b9c", overflow="6f5204fa2d09a529", thr="574bc7b004b1ddb2",
+        ssum="2d3611ecd3ba087d", known="36d95a17a5cf8e36", alive="085229b70ba62215",
+        hist="e08e07969c279b18", max_age="a37c91f45260919f", unit_excl="f3f0c8f7f8140ac3",
+        unit_incl="c532a44e318e02d5", unit_known="d9117b4a494080f7", dead_age="42c32f1b7e6eb841",
+        counters="e8aca624f608b133"),
     "n100_97pc_loss": dict(
         result="cb74e800c1e10034", ver="c105ee5610bc98ba", cand="5ea21d71b9b471ae",
         ccount="d5d313b050c187e6", overflow="277aa00c05d79022", thr="fc38aefc336e5b14",
@@ -166,13 +177,14 @@ DIGESTS = {  # recorded with the kernel of commit 41a547b
         hist="cd48b887d79c81eb", max_age="04401976f22839fc", unit_excl="3d8174f39e1a1f74",
         unit_incl="993e870c286d5524", unit_known="fb3f211b88c03e51", dead_age="a279a0e19f3c939d",
         counters="1f27e73a5c302e1c"),
+    # full-list fix: lists of 3 (= N) lost an entry when full; now matches test_sim's reference
     "int32_versions": dict(
-        result="db76fb6c564028ba", ver="330b60b61578c504", cand="1461ac919ba05001",
-        ccount="6afb480f0d2d0c28", overflow="946b49a89406b381", thr="832afe17d3d32dfd",
-        ssum="3585e1c579d44d1f", known="ac15a47c86762fa3", alive="85a1049e5555f107",
-        hist="daf1ec36fcfc9522", max_age="77f60b449cc1b62a", unit_excl="22a2d974f9c2b221",
-        unit_incl="66bfdf3f78d90779", unit_known="89206cf3a9c0bb32", dead_age="29079763ae91d344",
-        counters="fafed4c5c5de4bb4"),
+        result="8b4409bda900d525", ver="00d5a56186795858", cand="b5cf5201b8749884",
+        ccount="73343db88083451e", overflow="946b49a89406b381", thr="142bf26f987f074b",
+        ssum="3ea1a5ece41dbe1b", known="ac15a47c86762fa3", alive="85a1049e5555f107",
+        hist="bb1359c51069083f", max_age="6b0457942be9ca59", unit_excl="593c9dc93f0b950d",
+        unit_incl="49241db3ba55cfd4", unit_known="89206cf3a9c0bb32", dead_age="29079763ae91d344",
+        counters="b29d7118bddaa0da"),
 }
 
 

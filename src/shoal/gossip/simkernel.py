@@ -220,9 +220,11 @@ def _merge(ver: np.ndarray, phase: np.ndarray, pbin: np.ndarray, cand: np.ndarra
 
     Whether an entry is newer is a coin toss, so the loop has no branch on it (a mispredict
     per entry doubled its cost): versions are summed as integers and masked, and the phases
-    of new entries are added apart (the only branch: ``r`` learns of a node for the first
-    time, rare after the first few units). ``r``'s own entry is never replaced: no copy of
-    it is newer than ``r``'s own."""
+    of new entries are added apart (a branch: ``r`` learns of a node for the first time,
+    rare after the first few units). Every entry is written to the list's next slot, and
+    counted if it is a new candidate; a full list takes no more writes (the other branch,
+    rarely taken), so that it keeps its entries and a count past it flags the overflow.
+    ``r``'s own entry is never replaced: no copy of it is newer than ``r``'s own."""
     row = ver[r]
     crow = cand[r]
     cap = crow.shape[0]
@@ -245,7 +247,8 @@ def _merge(ver: np.ndarray, phase: np.ndarray, pbin: np.ndarray, cand: np.ndarra
                 dknown += 1
                 dsum += phase[j] - 1.0
         b = pbin[j]
-        crow[min(c, cap - 1)] = j
+        if c < cap:
+            crow[c] = j
         c += newer & (nv * SUB + b >= t) & ((old < 0) | (old * SUB + b < t))
     ssum[r] += dsum + dver
     known[r] += dknown
@@ -288,25 +291,30 @@ def _edge_bin(row: np.ndarray, pbin: np.ndarray, src: np.ndarray, c: int, w: int
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _keep_exact(row: np.ndarray, phase: np.ndarray, crow: np.ndarray, src: np.ndarray, c: int,
-                w: int, kbuf: np.ndarray) -> tuple[int, int]:
+def _keep_exact(row: np.ndarray, phase: np.ndarray, pbin: np.ndarray, crow: np.ndarray,
+                src: np.ndarray, c: int, w: int, kbuf: np.ndarray) -> tuple[int, int]:
     """The window reaches entries older than the bins: select the ``w`` youngest of
-    ``src[:c]`` by exact creation time into ``crow[:w]``, then the rest of the list; return
-    the list's length (more than ``crow`` holds: it overflowed) and its threshold."""
+    ``src[:c]`` by exact creation time into ``crow[:w]``, then the rest of the list (the
+    others of the oldest's time key); return the list's length (more than ``crow`` holds: it
+    overflowed) and its threshold, that key. Keys are integers ``ver * SUB + pbin``, as the
+    merges compute them, so that the merges find in the list the entries it should hold."""
     cap = crow.shape[0]
     for e in range(c):
         kbuf[e] = row[src[e]] + phase[src[e]]
     select_largest(kbuf, src, c, w)
-    lowest = kbuf[0]
+    oldest = 0
     for e in range(1, w):
-        lowest = min(lowest, kbuf[e])
-    t = int(np.floor(lowest * SUB))
+        if kbuf[e] < kbuf[oldest]:
+            oldest = e
+    t = row[src[oldest]] * SUB + pbin[src[oldest]]
     for e in range(w):
         crow[e] = src[e]
     k = w
-    for e in range(w, c):  # in place: k <= e
-        crow[min(k, cap - 1)] = src[e]
-        k += kbuf[e] >= t
+    for e in range(w, c):  # in place: k <= e; a full list keeps its entries (see _merge)
+        j = src[e]
+        if k < cap:
+            crow[k] = j
+        k += row[j] * SUB + pbin[j] >= t
     return k, t
 
 
@@ -373,7 +381,7 @@ def _window(ver: np.ndarray, phase: np.ndarray, pbin: np.ndarray, cand: np.ndarr
     top = u * SUB + SUB - 1  # the time key of age bin 0
     edge = _edge_bin(row, pbin, src, c, w, top, abuf)
     if edge == NBIN - 1:  # the window reaches entries older than the bins: exact select
-        k, t = _keep_exact(row, phase, crow, src, c, w, kbuf)
+        k, t = _keep_exact(row, phase, pbin, crow, src, c, w, kbuf)
         thr[i] = t
     else:
         k = _keep_binned(phase, crow, src, c, w, edge, kbuf, ibuf, abuf)
@@ -500,11 +508,14 @@ def _gather(s: NodeState, cfg: Config, counters: np.ndarray, work: Work, u: int,
             t_stop: float, batch_id: int, ti: int, head: int, tail: int,
             draw: Draw) -> tuple[int, int, int, int, Draw]:
     """Gather run ``batch_id``: the ticks (from ``order[ti]``) and arrivals (from queue slot
-    ``head``) of unit ``u`` in time order, up to ``BATCH`` of them, before ``t_stop`` (the
-    first one whatever its time), until one involves a node that the run already does.
-    Ticks of dead nodes are skipped, arrivals at dead nodes dropped. Returns the number of
-    events and the new ``ti``, ``head``, ``tail`` and draws. The loop calls no function on
-    arrays (module docstring)."""
+    ``head``) of unit ``u`` in time order, up to ``BATCH`` of them, until one involves a node
+    that the run already does. Ticks of dead nodes are skipped, arrivals at dead nodes
+    dropped. Every event but the first, taken or skipped, lies before ``t_stop`` (the first
+    may share a sample's time; an event after skipped ones may lie past a sample, a death or
+    the end of the unit, which come first), so the loop also ends when the unit has no event
+    left (both times infinite). Returns the number of events (0 if all were skipped) and the
+    new ``ti``, ``head``, ``tail`` and draws. The loop calls no function on arrays (module
+    docstring)."""
     n = s.ver.shape[0]
     phase, order, alive, mark = s.phase, s.order, s.alive, work.mark
     kinds, nodes, dsts, slots = work.batch.kind, work.batch.node, work.batch.dst, work.batch.slot
@@ -513,11 +524,12 @@ def _gather(s: NodeState, cfg: Config, counters: np.ndarray, work: Work, u: int,
     delayed = cfg.latency > 0.0
     inf = np.inf
     nops = 0
+    first = ti
     arr = head
     while nops < BATCH:
         t_tick = u + phase[order[ti]] if ti < n else inf
         t_arr = q_time[arr] if arr != tail else inf
-        if nops > 0 and min(t_tick, t_arr) >= t_stop:
+        if (ti != first or arr != head) and min(t_tick, t_arr) >= t_stop:
             break
         if t_arr <= t_tick:  # an arrival
             r = q_dst[arr]
