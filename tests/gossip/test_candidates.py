@@ -8,9 +8,10 @@ from shoal.gossip import simkernel
 from shoal.gossip.sim import simulate
 
 
-def lists(phase, row, cap, cand=(), thr=0):
+def lists(phase, row, cap, cand=()):
     """Node 0's state for the list functions: its versions ``row`` of nodes with ``phase``,
-    its list ``cand`` of ``cap`` entries at most, its threshold; the others know nothing."""
+    its list ``cand`` of ``cap`` entries at most (threshold 0: every known entry belongs in
+    it); the others know nothing."""
     n = len(phase)
     phase = np.array(phase)
     ver = np.full((n, n), -1, np.int16)
@@ -21,7 +22,7 @@ def lists(phase, row, cap, cand=(), thr=0):
     ccount[0] = len(cand)
     return dict(ver=ver, phase=phase, pbin=np.floor(phase * simkernel.SUB).astype(np.uint8),
                 cand=cands, ccount=ccount, overflow=np.zeros(n, np.bool_),
-                thr=np.full(n, thr, np.int64), ssum=np.zeros(n), known=np.zeros(n, np.int64),
+                thr=np.zeros(n, np.int64), ssum=np.zeros(n), known=np.zeros(n, np.int64),
                 alive=np.ones(n, np.bool_))
 
 
