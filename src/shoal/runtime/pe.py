@@ -374,15 +374,22 @@ class Runtime:
         """Run up to 32 queue entries, then back to the network; sooner after ``TURN``
         seconds of work, so that messages from other PEs (the runtime's own among them) do
         not wait behind long entry methods."""
-        pop = queue.pop
-        until = time.perf_counter() + TURN
+        # Queue.pop inlined (a call per entry) and the clock bound here: callgrind, a queued
+        # local message run by the loop, 8,124 -> 7,614 instructions (the clock read per
+        # entry is about 430 of them)
+        fifo, heap = queue.fifo, queue.heap  # (changed in place, never replaced)
+        clock = time.perf_counter
+        until = clock() + TURN
         n = 0
-        while n < 32 and (queue.fifo or queue.heap):
-            run, a, b = pop()
+        while n < 32 and (fifo or heap):
+            if heap and (heap[0][0] < 0 or not fifo):
+                run, a, b = heapq.heappop(heap)[2:]
+            else:
+                run, a, b = fifo.popleft()
             self.processed += 1
             run(a, b)
             n += 1
-            if time.perf_counter() > until:
+            if clock() > until:
                 break
 
     def sleep(self, delay: float) -> Future:
