@@ -452,7 +452,7 @@ class Runtime:
         broadcast, a future of its completion) return a future, 0 none."""
         fut = self.future() if ret else None
         if isinstance(target, ElementProxy):
-            self.invoke(target.cid, target.index, name, args, kwargs, prio, fut)
+            self.invoke(target._dst, name, args, kwargs, prio, fut)
         elif isinstance(target, CollectionProxy):
             if target.cid in self.location.destroyed:
                 raise self.location.gone(target.cid)
@@ -461,15 +461,16 @@ class Runtime:
             raise UsageError(f"cannot send to {target!r}: not a proxy")
         return fut
 
-    def invoke(self, cid: int, index: tuple, name: str, args: tuple, kwargs: dict | None,
+    def invoke(self, dst: tuple[int, tuple], name: str, args: tuple, kwargs: dict | None,
                prio: int, fut: Future | None) -> None:
-        """Send one entry-method call to element ``index`` of collection ``cid``."""
+        """Send one entry-method call to element ``dst = (cid, index)``: element ``index``
+        of collection ``cid``."""
+        cid, index = dst
         src_slot = self.current
         if src_slot is None:
             src, out = self.pe_key, self.pe_out
         else:
             src, out = src_slot.key, src_slot.out
-        dst = (cid, index)
         stat = out.get(dst)  # [messages sent so far = next sequence number, bytes, ...]
         if stat is None:
             stat = out[dst] = [0, 0, 0, 0]  # and both at the last balancing step
