@@ -33,6 +33,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from time import perf_counter
 from types import CoroutineType
 from typing import Any
 
@@ -576,8 +577,8 @@ class Runtime:
         except AttributeError:
             raise UsageError(f"{slot.coll.cls.__name__} has no entry method {name!r}") from None
         timed = self.instrument
-        if timed:
-            t0 = time.perf_counter()
+        if timed:  # (perf_counter imported by name: one lookup, not two, 71 instructions)
+            t0 = perf_counter()
             c0 = time.thread_time() if self.cpu_stats else 0.0
         kwargs = env[5]  # I_KWARGS
         try:  # (free in Python 3.11 unless it raises)
@@ -598,7 +599,7 @@ class Runtime:
             if st is None:
                 st = slot.stats[name] = [0, 0.0, 0.0]
             st[0] += 1
-            st[1] += time.perf_counter() - t0
+            st[1] += perf_counter() - t0
             if self.detailed:
                 self._detail(st, slot, name, t0, c0)
         self.current = None
