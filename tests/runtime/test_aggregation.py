@@ -91,8 +91,8 @@ class FakeRuntime:
     def after(self, delay, fn):
         self.timers.append((delay, fn))
 
-    def invoke(self, cid, index, name, args, kwargs, prio, fut):
-        self.invoked.append((index, name, args))
+    def invoke(self, dst, name, args, kwargs, prio, fut):
+        self.invoked.append((dst[1], name, args))
 
 
 def stream(pe=0, npes=4, nelems=8, mesh=None, **options):

@@ -262,7 +262,7 @@ class Stream:
                 if fault is not None:
                     raise UsageError(f"aggregated item {item!r} cannot be sent ({fault})")
                 item = self._pack([item]).tolist()[0]
-            rt.invoke(self.cid, key, self.method, (item,), None, 0, None)
+            rt.invoke((self.cid, key), self.method, (item,), None, 0, None)
             return None
         coll.proxy[key]  # an index outside a dense array's shape is refused here
         if key in coll.local:
@@ -494,7 +494,7 @@ class Stream:
         rt.current = None
         rt.work = None
         key = normalize(key, self.ndims)
-        rt.invoke(self.cid, key, self.method, (item,), None, 0, None)
+        rt.invoke((self.cid, key), self.method, (item,), None, 0, None)
         there = coll.forward.get(key)
         if there is not None:
             if src == self.pe:

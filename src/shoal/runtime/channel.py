@@ -55,7 +55,7 @@ class Channel:
     def send(self, value: Any) -> None:
         """Send ``value`` to the other end (asynchronous)."""
         remote = self.remote
-        current().invoke(remote.cid, remote.index, CHANNEL, (self.key, value), None, 0, None)
+        current().invoke(remote._dst, CHANNEL, (self.key, value), None, 0, None)
 
     def recv(self) -> Future:
         """A future of the next value from the other end: ``value = await ch.recv()``."""

@@ -209,7 +209,7 @@ class Location:
 
     def delete(self, proxy: CollectionProxy, index: tuple) -> None:
         """Send element ``index`` its deletion (ordered after the caller's earlier messages)."""
-        self.rt.invoke(proxy.cid, index, DELETE, (), None, 0, None)
+        self.rt.invoke((proxy.cid, index), DELETE, (), None, 0, None)
 
     def delete_here(self, slot: Slot) -> None:
         """The element runs its deletion: it leaves; the home and the root are told."""

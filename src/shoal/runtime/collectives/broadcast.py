@@ -185,7 +185,7 @@ class Broadcasts:
             # PE's history, and those come from the PE before)
             start = max(0, lo + 1 - first)
             envs = list(islice(history, start, max(start, hi + 1 - first)))
-            rt.invoke(coll.cid, index, REPLAY, (envs,), None, 0, None)
+            rt.invoke((coll.cid, index), REPLAY, (envs,), None, 0, None)
             self.replays += 1
         self.waiting[coll.cid] = rest = [w for w in waiting if w[3] > coll.bcast_count]
         if not rest:
