@@ -92,9 +92,6 @@ SHM_BYTES = 32 << 20  # shared memory per PE for large buffers to PEs of its nod
 TURN = 1e-3  # seconds of queued work before the scheduler looks at the network again
 SPIN_ALONE = 2e-5  # seconds an idle PE polls before it yields its core at every turn
 _yield = getattr(os, "sched_yield", lambda: None)  # (not on every platform)
-# the INVOKE fields the hot path reads by number (on_invoke, accept, _run_invoke)
-assert (I_CID, I_INDEX, I_METHOD, I_ARGS, I_KWARGS, I_SRC, I_SEQ, I_PRIO, I_FUT, I_HOPS) == (
-    1, 2, 3, 4, 5, 6, 7, 8, 9, 11)
 
 
 def _precise_sleep() -> None:
@@ -514,28 +511,26 @@ class Runtime:
             raise self.location.gone(cid)
         self.early.setdefault(cid, []).append(env)
 
-    # The hot path reads INVOKE fields by number (protocol.I_*, checked at import above): a
-    # module constant is a LOAD_GLOBAL per read, and these run for every message.
     def on_invoke(self, env: tuple) -> None:
-        cid = env[1]  # I_CID
+        cid = env[I_CID]
         coll = self.colls.get(cid)
         if coll is None:
             if cid not in self.location.destroyed:  # (destroyed: sent before it knew)
                 self.early.setdefault(cid, []).append(env)
             return
-        slot = coll.local.get(env[2])  # I_INDEX
+        slot = coll.local.get(env[I_INDEX])
         if slot is None:
             self.location.route(coll, env)
             return
-        if env[11] and env[I_SENDER] != self.pe:  # I_HOPS: forwarded, correct the sender's cache
+        if env[I_HOPS] and env[I_SENDER] != self.pe:  # forwarded: correct the sender's cache
             self.net.send(env[I_SENDER], (LOC, cid, env[I_INDEX], self.pe))
         self.accept(slot, env)
 
     def accept(self, slot: Slot, env: tuple) -> None:
         """Queue a message in the order its sender sent it (sequence numbers per pair)."""
-        if type(env[4]) is list:  # I_ARGS: packed arrays (see wire.codec)
+        if type(env[I_ARGS]) is list:  # packed arrays (see wire.codec)
             env = (*env[:I_ARGS], unpack_args(env[I_ARGS]), *env[I_ARGS + 1:])
-        src, seq = env[6], env[7]  # I_SRC, I_SEQ
+        src, seq = env[I_SRC], env[I_SEQ]
         expected = slot.expected
         exp = expected.get(src, 0)
         if seq != exp:
@@ -546,7 +541,7 @@ class Runtime:
         while True:
             expected[src] = seq + 1
             queue = self.queue
-            if self.direct and not (env[8] or queue.fifo or queue.heap or slot.ooo):
+            if self.direct and not (env[I_PRIO] or queue.fifo or queue.heap or slot.ooo):
                 self.direct = False  # a message it sends to this PE is queued
                 self.created += 1  # as if queued and taken at once
                 self.processed += 1
@@ -554,7 +549,7 @@ class Runtime:
                 return
             # queue.push, not self.push: the bound method kept as an attribute cannot be
             # specialized (callgrind: 240 instructions more per local send)
-            queue.push(env[8], self.run_invoke, slot, env)  # I_PRIO
+            queue.push(env[I_PRIO], self.run_invoke, slot, env)
             if not slot.ooo:
                 return
             seq += 1
@@ -569,7 +564,7 @@ class Runtime:
         if slot.migrate_to is not None and not slot.active:  # it asked to move: it moves
             self.migration.move_first(slot, self.run_invoke, env, env[I_PRIO])  # first
             return
-        name = env[3]  # I_METHOD
+        name = env[I_METHOD]
         self.work = (slot, name)
         self.current = slot
         try:
@@ -580,9 +575,9 @@ class Runtime:
         if timed:  # (perf_counter imported by name: one lookup, not two, 71 instructions)
             t0 = perf_counter()
             c0 = time.thread_time() if self.cpu_stats else 0.0
-        kwargs = env[5]  # I_KWARGS
+        kwargs = env[I_KWARGS]
         try:  # (free in Python 3.11 unless it raises)
-            res = fn(*env[4], **kwargs) if kwargs else fn(*env[4])  # I_ARGS
+            res = fn(*env[I_ARGS], **kwargs) if kwargs else fn(*env[I_ARGS])
         except GuardError as held:  # a guarded method's condition is false: the message waits
             self.guards.hold(slot, env, held)
             self.current = self.work = None
@@ -592,7 +587,7 @@ class Runtime:
         if type(res) is CoroutineType:
             slot.active += 1
             self._step(Task(res, slot, env[I_FUT], name), None)
-        elif env[9] is not None:  # I_FUT
+        elif env[I_FUT] is not None:
             self.reply(env[I_FUT], slot, res)
         if timed:  # (_account, inlined: this runs for every message)
             st = slot.stats.get(name)
