@@ -188,7 +188,7 @@ class _Deaths:
         self.folder = folder
         self.host = socket.gethostname()
         self.order: list[tuple[str, int]] = []  # (PE, pid) as they died
-        self.seen: list[float] = []  # when each was seen dead (time.monotonic())
+        self.first_seen = 0.0  # when the first of them was seen dead (time.monotonic())
         self.injected = {item.partition("@")[0]  # PEs that shoal run --kill ends
                          for item in kills.split(",") if item}
         self._done = threading.Event()
@@ -226,8 +226,9 @@ class _Deaths:
             # seen dead in the same pass (this thread ran late): their order is unknown;
             # a PE that --kill ends (SHOAL_KILL) goes first, it caused the others' ends
             together.sort(key=lambda dead: (dead[0] not in self.injected, int(dead[0])))
+            if together and not self.order:
+                self.first_seen = time.monotonic()
             self.order += together
-            self.seen += [time.monotonic()] * len(together)
         for fd in watched:
             os.close(fd)
 
@@ -255,7 +256,7 @@ class _Deaths:
                 killed.append((float(note.read_text()), pe, pid))
             except (OSError, ValueError):
                 continue
-        early = [(t, pe, pid) for t, pe, pid in killed if t <= self.seen[0]]
+        early = [(t, pe, pid) for t, pe, pid in killed if t <= self.first_seen]
         if early:
             _, pe, pid = min(early)
             return pe, pid

@@ -787,9 +787,16 @@ class Runtime:
         comm = {(slot.key, dst): tuple(v[:2]) for coll in self.colls.values()
                 for slot in coll.local.values() for dst, v in slot.out.items()}
         comm.update({(self.pe_key, dst): tuple(v[:2]) for dst, v in self.pe_out.items()})
-        return {"pe": self.pe, "elements": elements, "idle": self.idle + self.net.flow.waited,
-                "comm": comm,
+        return {"pe": self.pe, "elements": elements, "idle": self.idle_seconds(), "comm": comm,
                 "bytes_sent": self.net.bytes_sent, "bytes_shared": self.net.bytes_shared}
+
+    def idle_seconds(self) -> float:
+        """Seconds this PE waited for work, in its loop or for a flow-control window."""
+        return self.idle + self.net.flow.waited
+
+    def slept_seconds(self) -> float:
+        """Of the idle seconds, those asleep (the rest is polling)."""
+        return self.slept + self.net.flow.slept
 
 
 class _Idle:

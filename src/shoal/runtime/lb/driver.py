@@ -315,8 +315,8 @@ class Balancer:
         rt = self.rt
         self.t_mark = time.perf_counter()
         self.cpu_mark = time.process_time()
-        self.idle_mark = rt.idle + rt.net.flow.waited
-        self.slept_mark = rt.slept + rt.net.flow.slept
+        self.idle_mark = rt.idle_seconds()
+        self.slept_mark = rt.slept_seconds()
 
     def on_collect(self, env: tuple) -> None:
         _, step, sync = env
@@ -335,10 +335,10 @@ class Balancer:
         col = 2 if rt.cpu_stats else 1
         now, cpu = time.perf_counter(), time.process_time()
         wall = now - self.t_mark
-        slept = rt.slept + rt.net.flow.slept - self.slept_mark
+        slept = rt.slept_seconds() - self.slept_mark
         background = smoothed_background(
             self.contention, max(0.0, wall - (cpu - self.cpu_mark) - slept), wall - slept, wall)
-        idle = rt.idle + rt.net.flow.waited - self.idle_mark
+        idle = rt.idle_seconds() - self.idle_mark
         # Wall seconds in entry methods include the time another process held the core;
         # scaled by this PE's share of the core they are CPU-like seconds, so that the
         # strategy's capacity (the same share) does not count it twice.
