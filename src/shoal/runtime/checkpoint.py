@@ -113,6 +113,7 @@ class Checkpoints:
         self.replies: dict[int, dict[str, Any]] = {}
         self.all_done: Future | None = None
         self.restore_seconds = 0.0  # how long this PE took to restore (benchmarks)
+        self.restore_sys = 0.0  # of which in the kernel: mostly faulting in new memory
         self.main_image: shards.Image | None = None  # PE 0's main shard of a memory one
         self.resize = Resize(rt)  # shoal ctl shrink/expand: served like an automatic one
 
@@ -402,7 +403,7 @@ class Checkpoints:
         self.mark = time.perf_counter()
         STORE.buddy = buddies(self.rt.net.comm)
         if self.restart is not None:
-            t0 = time.perf_counter()
+            t0, sys0 = time.perf_counter(), os.times().system
             if isinstance(self.restart, InMemory):
                 mark("started")
                 self._restore(self.restart.main, self.restart.heads, self.restart)
@@ -410,6 +411,7 @@ class Checkpoints:
             else:
                 self._restore(*self._from_disk(Path(self.restart)))
             self.restore_seconds = time.perf_counter() - t0
+            self.restore_sys = os.times().system - sys0
         self.resize.start()
 
     def _from_disk(self, root: Path) -> tuple[shards.Shard, list[shards.Shard]]:
