@@ -40,3 +40,9 @@ def test_a_pe_waiting_for_a_window_counts_the_wait_as_idle_time_asleep():
     assert waited > 0.3, waited  # PE 0 was held 1 s with 128 messages outstanding
     assert idle >= waited  # (before: the wait was in no count; the balancer saw background)
     assert slept > 0.5 * waited, (slept, waited)  # it polls with back-off
+
+
+def test_a_sender_whose_windows_are_full_goes_on_with_its_work():
+    # PE 0 is held until PE 1 signals, which PE 1 does after sending PE 0 300 messages
+    # (two windows: 128): waiting for the windows there, PE 1 never signalled
+    assert run_ok("memory", 2, "backlog")["backlog"] == [True]

@@ -91,6 +91,8 @@ __all__ = ["Runtime"]
 SHM_BYTES = 32 << 20  # shared memory per PE for large buffers to PEs of its node
 TURN = 1e-3  # seconds of queued work before the scheduler looks at the network again
 SPIN_ALONE = 2e-5  # seconds an idle PE polls before it yields its core at every turn
+SEND_SPIN = 2e-4  # seconds an idle PE with sends in flight polls before it naps
+SEND_NAP = 5e-5  # the longest nap of an idle PE with sends in flight
 _yield = getattr(os, "sched_yield", lambda: None)  # (not on every platform)
 
 
@@ -307,7 +309,7 @@ class Runtime:
     def _finish(self) -> None:
         """Let every send complete and every PE stop before the communicators go away."""
         sleep = 1e-5
-        while not self.net.reap():
+        while not (self.net.reap() and self.net.settled()):
             if self.net.poll() is None:
                 time.sleep(sleep)
                 sleep = min(2 * sleep, self.poll_max)
@@ -822,13 +824,17 @@ class _Idle:
         now = time.perf_counter()
         if not self.since:
             self.since = self.quiet = now
-        if not rt.net.reap(64):
+        fresh = now - self.since < SEND_SPIN
+        sending = not rt.net.reap(64 if fresh else 1)
+        if sending and fresh:
             # a large message moves only while its sender tests it: no sleep before
-            # every send has completed, and the spin starts when the last one has
+            # every send has completed, and the spin starts when the last one has; but a
+            # send to a PE busy in its work waits until that PE receives, so after
+            # SEND_SPIN it naps too, never longer than SEND_NAP while sends are in flight
             self.quiet = now
         elif now - self.quiet > rt.poll_spin:
             t = time.perf_counter()
-            time.sleep(self.sleep)
+            time.sleep(min(self.sleep, SEND_NAP) if sending else self.sleep)
             rt.slept += time.perf_counter() - t
             if now - self.quiet > 10 * rt.poll_spin:  # idle for long: back off
                 self.sleep = min(2 * self.sleep, rt.poll_max)

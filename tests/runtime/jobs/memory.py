@@ -1,6 +1,8 @@
 """Memory bounds of the runtime (run by test_memory.py): ``python memory.py NAME...
 [--shm BYTES] [--pool-bytes BYTES]``."""
 
+import os
+import tempfile
 import time
 
 import numpy as np
@@ -54,6 +56,25 @@ class Peer(shoal.Chare):
         """Hold this PE (no receiving) for ``seconds`` of wall time."""
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
+            pass
+
+    def hold_until(self, flag, limit):
+        """Hold this PE (no receiving) until file ``flag`` exists or ``limit`` seconds have
+        passed; whether the flag came."""
+        end = time.perf_counter() + limit
+        while not os.path.exists(flag):
+            if time.perf_counter() > end:
+                return False
+        return True
+
+    def flood_then_signal(self, to, n, size, flag):
+        """Send ``n`` messages to element ``to``, then have this PE's other element write
+        file ``flag`` (a local message: it runs once this entry method has returned)."""
+        self.flood([to], n, size)
+        self.thisProxy[self.thisIndex[0] + 1].signal(flag)
+
+    def signal(self, flag):
+        with open(flag, "w"):
             pass
 
     def waits(self):
@@ -177,6 +198,29 @@ async def single_migrates():
     return calls
 
 
+def first_alone(index, dims, npes):
+    """Element 0 on PE 0, the others on PE 1."""
+    return min(index[0], 1)
+
+
+async def backlog():
+    """PE 0 is held until PE 1 writes a flag file, which PE 1 does in the entry method after
+    one that sends PE 0 more than two windows of messages: the sender goes on with its work
+    while its windows are full (before: its send waited for PE 0 to receive, and PE 0
+    waited for the flag: both waited until the hold's limit). Everything arrives in order."""
+    p = shoal.Array(Peer, 3, map=first_alone)
+    flag = os.path.join(tempfile.mkdtemp(), "flag")
+    n = 300  # (two windows: 128 messages; the backlog takes 1,024)
+    held = p[0].hold_until(flag, 20.0, ret=True)
+    sent = p[1].flood_then_signal(0, n, 6000, flag, ret=True)
+    came = await held
+    await sent
+    await shoal.quiescence()
+    got = (await p[0].report(ret=True))[0]
+    assert got == {(1, 6000): n - 1}, got
+    return [came]
+
+
 async def blocked():
     """PE 1 floods PE 0 while PE 0 is held for 1 s: PE 1 waits for windows, and its wait
     is idle time (asleep), not time another process held its core (the balancer's
@@ -197,4 +241,4 @@ async def blocked():
 
 if __name__ == "__main__":
     main({"pool": pool, "mutual": mutual, "ring": ring, "single_migrates": single_migrates,
-          "blocked": blocked})
+          "blocked": blocked, "backlog": backlog})

@@ -86,6 +86,7 @@ NOW = -(1 << 30)  # the queue's priority of the sync point: first, before any wo
 WINDOW = 4  # at_sync() iterations in a period up to which a step weighs their exact total
 CONTENTION_TIME = 0.1  # seconds: a PE's past background and wanted time count e^(-age/this)
 SPEED_LOOP = 2000  # iterations of the loop that measures a PE's speed (about 50 µs)
+SPEED_RUNS = 15  # runs of it after one to warm up; the least time counts
 
 
 class Synced:
@@ -540,18 +541,23 @@ def _period_load(slot: Slot, total: float) -> float:
 
 
 def _speed() -> float:
-    """This PE's speed now: the inverse of the least CPU time of three runs of a fixed
-    loop of about 50 µs (seed 002 Fig. 17: a node at 0.7x frequency; a core whose sibling
-    another process keeps busy slows the same way, and neither shows as background time).
-    CPU time, so that time another process held the core (the background) is not counted
-    twice."""
+    """This PE's speed now: the inverse of the least CPU time of ``SPEED_RUNS`` runs of a
+    fixed loop of about 50 µs, after one that warms up (seed 002 Fig. 17: a node at 0.7x
+    frequency; a core whose sibling another process keeps busy slows the same way, and
+    neither shows as background time). CPU time, so that time another process held the
+    core (the background) is not counted twice. A PE comes to a balancing step from a wait
+    at the sync point, often asleep: the least of three cold runs ranged over 0.79-1.03 of
+    their median from one step to the next on one core, which the balancer took for PEs of
+    different speeds (LeanMD on 2 PEs: capacities 0.93 / 1.07, and as much imbalance after
+    the step); the least of 15 warm runs ranges over 0.97-1.02 (0.8 ms a step)."""
     best = float("inf")
-    for _ in range(3):
+    for k in range(SPEED_RUNS + 1):
         t = time.thread_time()
         x = 0
         for i in range(SPEED_LOOP):
             x += i
-        best = min(best, time.thread_time() - t)
+        if k:
+            best = min(best, time.thread_time() - t)
     return 1.0 / max(best, 1e-7)
 
 

@@ -11,13 +11,23 @@ each other 3x10^5 small messages in one entry method peaked at 1.4 GiB each,
 Windows: a sender counts what it sends to each destination in units (a message, plus one
 per ``UNIT`` bytes that go by MPI: buffers in a shared segment are bounded by the segment).
 The message that uses up the ``WINDOW`` units of a window goes by ``MPI_Issend``, which
-completes only once the receiver has received it; before it sends the message that closes
-the next window, the sender waits for that one. So at most two windows, 128 messages or
-8 MiB, are outstanding from one PE to another (what MPICH holds for a PE is bounded by its
-senders' windows), and the sender's own memory stays flat too. No acknowledgement messages:
-the receiver does nothing but receive, which it does anyway. Smaller windows made PEs wait
-more often on a shared machine (4 PEs on 2 cores: 32 messages cost 10^6 messages about
-1.5x the time of 64 or 256, whose times were within the machine's noise).
+completes only once the receiver has received it; the message that would close the next
+window goes only after that one has completed. So at most two windows, 128 messages or
+8 MiB, are outstanding from one PE to another in MPI (what MPICH holds for a PE is bounded
+by its senders' windows). No acknowledgement messages: the receiver does nothing but
+receive, which it does anyway. Smaller windows made PEs wait more often on a shared machine
+(4 PEs on 2 cores: 32 messages cost 10^6 messages about 1.5x the time of 64 or 256, whose
+times were within the machine's noise).
+
+A message that finds its destination's windows full does not hold its sender: it waits in
+the sender's *backlog* (with every later message to that destination, so order is kept)
+and the sender's loop sends it when the window frees. A receiver takes one message per turn
+of its loop and runs the work it brings, so a burst of hundreds of messages to a busy PE
+fills the windows for as long as that PE works through them; a sender that waited then
+would leave its own work undone (LeanMD on 2 PEs after balancing: both PEs waited 50-100 ms
+per step, a third of the step, with work queued). Only when a PE's backlog holds more than
+``BACKLOG`` units does it wait, in the send, for windows to take it back under: what the
+sender holds stays bounded too (a program that floods in one entry method waits there).
 
 A PE waiting for a window never stops receiving: it takes every envelope that arrives and
 sets it aside (``held``, their bytes as received, about 200 B each), to be handled in order
@@ -39,6 +49,7 @@ if TYPE_CHECKING:
 
 UNIT = 65536  # bytes by MPI that count as one more message in a window
 WINDOW = 64  # units per window: a sender has at most two windows outstanding to a receiver
+BACKLOG = 16 * WINDOW  # units a PE's backlog holds before a send waits for windows
 SPIN = 1e-4  # seconds a waiting sender polls before it starts sleeping
 NAP_MAX = 1e-3  # the longest sleep between two looks
 

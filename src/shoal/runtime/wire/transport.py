@@ -17,21 +17,24 @@ so the call returns after a copy, and it costs half of an ``MPI_Isend`` plus the
 of its request. Larger envelopes and out-of-band buffers go by ``MPI_Isend``; the transport
 keeps each request and the memory it reads until MPI reports it complete (``reap``). Every
 window's last envelope to a destination goes by ``MPI_Issend`` instead, which bounds what a
-sender has outstanding to a receiver (:mod:`shoal.runtime.wire.flow`); the envelopes that
-arrive while a PE waits for a window are handed out first by ``poll``.
+sender has outstanding to a receiver (:mod:`shoal.runtime.wire.flow`). An envelope that
+finds its destination's windows full waits in the sender's backlog, sent in order as
+windows free (the sender goes on with its work meanwhile); the envelopes that arrive while
+a PE waits for a window (its backlog full) are handed out first by ``poll``.
 """
 
 from __future__ import annotations
 
 import pickle
 import struct
+from collections import deque
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from shoal.errors import UsageError
 from shoal.runtime.wire.codec import OOB_MIN
-from shoal.runtime.wire.flow import UNIT, WINDOW, Flow
+from shoal.runtime.wire.flow import BACKLOG, UNIT, WINDOW, Flow
 from shoal.runtime.wire.pool import POOL_BYTES, Pool
 from shoal.runtime.wire.shm import open_arena
 
@@ -83,6 +86,9 @@ class Transport:
         # that closed a window and may not have completed (with the memory they read)
         self._credit = [WINDOW] * self.size
         self._open: dict[int, tuple[MPI.Request, bytes]] = {}
+        # envelopes waiting for a window, per destination: (data, tag, buffers, units)
+        self._backlog: dict[int, deque[tuple[bytes, int, list[memoryview], int]]] = {}
+        self._waiting = 0  # units in the backlog
         self.flow = Flow(self.comm)
         self._held = self.flow.held
         self.shm_peers = frozenset(() if self.arena is None else self.arena.base)
@@ -106,50 +112,109 @@ class Transport:
         tag = 0
         nbytes = 0
         if oob:
-            for raw in oob:
-                nbytes += raw.nbytes
-            arena = self.arena if shared and dest in self.shm_peers else None
-            if len(oob) < SHARED and (arena is None
-                                      or max(raw.nbytes for raw in oob) < SHM_MIN):
-                tag = len(oob)
-            else:
-                data, oob = self._trailer(data, oob, arena)
-                tag = SHARED
+            data, oob, tag, nbytes = self._by_band(data, oob, dest, shared)
         nbytes += len(data)
+        self.bytes_sent += nbytes
+        backlog = self._backlog
+        if backlog and dest in backlog:  # behind others that wait: in order
+            self._defer(dest, data, tag, oob)
+            return nbytes
         credit = self._credit
         if not oob and len(data) <= EAGER:
             left = credit[dest] - 1  # (>= 0: a window's credit is positive)
             if left:
                 credit[dest] = left
                 self._bsend(data, dest, tag)  # returns once MPI has copied it: no request
-            else:
-                self._isend_sync(data, dest, tag, oob)
-        else:
-            left = credit[dest] - 1 - (len(data) + sum(raw.nbytes for raw in oob)) // UNIT
-            if left > 0:
-                credit[dest] = left
-                self._reqs.append(self._isend(data, dest, tag))
-                self._keep.append(data)
-            else:
-                self._isend_sync(data, dest, tag, oob)
-            reqs = self._reqs
-            for raw in oob:
-                reqs.append(self._bufcomm.Isend(raw, dest, 0))
-                self._keep.append(raw)
-            if len(reqs) > 64:
-                self.reap()
-        self.bytes_sent += nbytes
+            elif not self._close_window(data, dest, tag, oob):
+                self._defer(dest, data, tag, oob)
+            return nbytes
+        left = credit[dest] - 1 - (len(data) + sum(raw.nbytes for raw in oob)) // UNIT
+        if left > 0:
+            credit[dest] = left
+            self._reqs.append(self._isend(data, dest, tag))
+            self._keep.append(data)
+            self._buffers(dest, oob)
+        elif not self._close_window(data, dest, tag, oob):
+            self._defer(dest, data, tag, oob)
         return nbytes
 
-    def _isend_sync(self, data: bytes, dest: int, tag: int, oob: list[memoryview]) -> None:
+    def _by_band(self, data: bytes, oob: list[memoryview], dest: int, shared: bool
+                 ) -> tuple[bytes, list[memoryview], int, int]:
+        """How an envelope's out-of-band buffers travel: the envelope, the buffers left for
+        MPI, the header's tag, and the buffers' bytes."""
+        nbytes = 0
+        for raw in oob:
+            nbytes += raw.nbytes
+        arena = self.arena if shared and dest in self.shm_peers else None
+        if len(oob) < SHARED and (arena is None or max(raw.nbytes for raw in oob) < SHM_MIN):
+            return data, oob, len(oob), nbytes
+        data, oob = self._trailer(data, oob, arena)
+        return data, oob, SHARED, nbytes
+
+    def _buffers(self, dest: int, oob: list[memoryview]) -> None:
+        """Send an envelope's out-of-band buffers (after its header)."""
+        reqs = self._reqs
+        for raw in oob:
+            reqs.append(self._bufcomm.Isend(raw, dest, 0))
+            self._keep.append(raw)
+        if len(reqs) > 64:
+            self._release()
+
+    def _close_window(self, data: bytes, dest: int, tag: int, oob: list[memoryview]) -> bool:
         """Send an envelope that closes a window to ``dest`` by ``MPI_Issend``, which
-        completes once ``dest`` has received it, after waiting for the one that closed the
-        previous window (see :mod:`shoal.runtime.wire.flow`)."""
+        completes once ``dest`` has received it, if the one that closed the previous window
+        has (see :mod:`shoal.runtime.wire.flow`); False if it has not: nothing was sent."""
         prev = self._open.get(dest)
         if prev is not None and not prev[0].Test():
-            self.flow.wait(prev[0])
+            return False
         self._open[dest] = (self._issend(data, dest, tag), data)
         self._credit[dest] = WINDOW
+        self._buffers(dest, oob)
+        return True
+
+    def _emit(self, dest: int, data: bytes, tag: int, oob: list[memoryview],
+              units: int) -> bool:
+        """Send a waiting envelope if ``dest``'s window takes it; False if not."""
+        left = self._credit[dest] - units
+        if left <= 0:
+            return self._close_window(data, dest, tag, oob)
+        self._credit[dest] = left
+        if not oob and len(data) <= EAGER:
+            self._bsend(data, dest, tag)
+        else:
+            self._reqs.append(self._isend(data, dest, tag))
+            self._keep.append(data)
+            self._buffers(dest, oob)
+        return True
+
+    def _defer(self, dest: int, data: bytes, tag: int, oob: list[memoryview]) -> None:
+        """Put an envelope in ``dest``'s backlog; when the backlog holds more than
+        ``BACKLOG`` units, wait (receiving) until windows have taken it back under."""
+        units = 1 if not oob and len(data) <= EAGER else (
+            1 + (len(data) + sum(raw.nbytes for raw in oob)) // UNIT)
+        # (a copy of the list: without buffers, it is the one the next pickle fills)
+        self._backlog.setdefault(dest, deque()).append((data, tag, list(oob), units))
+        self._waiting += units
+        while self._waiting > BACKLOG:
+            far = max(self._backlog, key=lambda d: len(self._backlog[d]))
+            self.flow.wait(self._open[far][0])
+            self.flush()
+
+    def flush(self) -> bool:
+        """Send what waits in the backlog as far as the windows take it; True when nothing
+        is left waiting."""
+        backlog = self._backlog
+        for dest in list(backlog):
+            queue = backlog[dest]
+            while queue:
+                data, tag, oob, units = queue[0]
+                if not self._emit(dest, data, tag, oob, units):
+                    break
+                queue.popleft()
+                self._waiting -= units
+            if not queue:
+                del backlog[dest]
+        return not backlog
 
     def _trailer(self, data: bytes, oob: list[memoryview],
                  arena: SharedArena | None) -> tuple[bytes, list[memoryview]]:
@@ -173,10 +238,29 @@ class Transport:
         return data + struct.pack(f"<{len(fields) + 1}q", *fields, len(oob)), rest
 
     def reap(self, tries: int = 1) -> bool:
-        """Release the memory of completed sends and flag the shared blocks the program is
-        done with; True when no send is in flight. Testing a send is what moves a large
-        message along (MPI progresses it chunk by chunk), so an idle PE tests up to
-        ``tries`` times in a row."""
+        """Send what the windows now take of the backlog, release the memory of completed
+        sends and flag the shared blocks the program is done with; True when no send needs
+        this PE to move along. Testing a send is what moves a large message along (MPI
+        progresses it chunk by chunk), so an idle PE tests up to ``tries`` times in a row;
+        an envelope that waits for a window or for its receiver to take it moves when the
+        receiver receives, and the PE may sleep meanwhile (:meth:`settled` says when
+        nothing is left)."""
+        if self._backlog:
+            self.flush()
+        self._release(tries)
+        if self._open:
+            for dest in [d for d, (req, _) in self._open.items() if req.Test()]:
+                if dest not in self._backlog:  # (its backlog waits for this one)
+                    del self._open[dest]
+        return not self._reqs
+
+    def settled(self) -> bool:
+        """Has every send completed, none waiting (after :meth:`reap`)?"""
+        return not (self._reqs or self._open or self._backlog)
+
+    def _release(self, tries: int = 1) -> None:
+        """Release the memory of completed sends (testing them up to ``tries`` times) and
+        flag the shared blocks the program is done with."""
         if self.arena is not None and self.arena.held:
             self.arena.release()
         reqs = self._reqs
@@ -187,16 +271,14 @@ class Transport:
                     reqs.clear()
                     self._keep.clear()
                     break
-        if self._open:
-            for dest in [d for d, (req, _) in self._open.items() if req.Test()]:
-                del self._open[dest]
-        return not (reqs or self._open)
 
     def poll(self) -> tuple[Any, ...] | None:
         """One envelope that has arrived (those set aside while this PE waited for a
         window first), or None."""
         if self._held:
             return self._decode(*self._held.popleft())
+        if self._backlog:
+            self.flush()
         status = self._status
         msg = self._improbe(self._any, self._anytag, status)
         if msg is None:
