@@ -824,13 +824,15 @@ class _Idle:
         now = time.perf_counter()
         if not self.since:
             self.since = self.quiet = now
-        fresh = now - self.since < SEND_SPIN
-        sending = not rt.net.reap(64 if fresh else 1)
-        if sending and fresh:
-            # a large message moves only while its sender tests it: no sleep before
-            # every send has completed, and the spin starts when the last one has; but a
-            # send to a PE busy in its work waits until that PE receives, so after
-            # SEND_SPIN it naps too, never longer than SEND_NAP while sends are in flight
+        net = rt.net
+        spin = net.bulk or now - self.since < SEND_SPIN
+        sending = not net.reap(64 if spin else 1)
+        if sending and spin:
+            # a large message moves only while its sender tests it: no sleep before such a
+            # send has completed, and the spin starts when the last one has; smaller sends
+            # wait for their receiver to take them (a PE busy in its work takes them when
+            # it next polls), so after SEND_SPIN the naps begin, none longer than SEND_NAP
+            # while sends are in flight
             self.quiet = now
         elif now - self.quiet > rt.poll_spin:
             t = time.perf_counter()

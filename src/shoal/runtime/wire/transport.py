@@ -43,7 +43,10 @@ if TYPE_CHECKING:
 
     from shoal.runtime.wire.shm import SharedArena
 
+_NONE: list[memoryview] = []  # the buffers of a waiting envelope that has none (never filled)
 EAGER = 4096  # bytes: envelopes up to this size go by blocking MPI_Send (see module doc)
+BULK = 256 << 10  # bytes: a send this large moves only while its sender tests it (MPI
+# progresses it chunk by chunk), so an idle sender keeps testing (see pe._Idle)
 SHARED = 32767  # header tag: the buffers are named in a trailer (MPI guarantees this tag);
 # smaller tags count buffers that follow by MPI
 SHM_MIN = 65536  # bytes: smaller buffers go by MPI even to a PE of this node (measured
@@ -89,6 +92,7 @@ class Transport:
         # envelopes waiting for a window, per destination: (data, tag, buffers, units)
         self._backlog: dict[int, deque[tuple[bytes, int, list[memoryview], int]]] = {}
         self._waiting = 0  # units in the backlog
+        self.bulk = False  # a send of BULK bytes or more is in flight: its sender must test it
         self.flow = Flow(self.comm)
         self._held = self.flow.held
         self.shm_peers = frozenset(() if self.arena is None else self.arena.base)
@@ -116,7 +120,7 @@ class Transport:
         nbytes += len(data)
         self.bytes_sent += nbytes
         backlog = self._backlog
-        if backlog and dest in backlog:  # behind others that wait: in order
+        if backlog and dest in backlog and not self._flush_to(dest):  # behind others: in order
             self._defer(dest, data, tag, oob)
             return nbytes
         credit = self._credit
@@ -133,6 +137,8 @@ class Transport:
             credit[dest] = left
             self._reqs.append(self._isend(data, dest, tag))
             self._keep.append(data)
+            if len(data) >= BULK:
+                self.bulk = True
             self._buffers(dest, oob)
         elif not self._close_window(data, dest, tag, oob):
             self._defer(dest, data, tag, oob)
@@ -157,6 +163,8 @@ class Transport:
         for raw in oob:
             reqs.append(self._bufcomm.Isend(raw, dest, 0))
             self._keep.append(raw)
+            if raw.nbytes >= BULK:
+                self.bulk = True
         if len(reqs) > 64:
             self._release()
 
@@ -167,7 +175,12 @@ class Transport:
         prev = self._open.get(dest)
         if prev is not None and not prev[0].Test():
             return False
-        self._open[dest] = (self._issend(data, dest, tag), data)
+        req = self._issend(data, dest, tag)
+        self._open[dest] = (req, data)
+        if len(data) >= BULK:  # (tested with the others until it completes)
+            self._reqs.append(req)
+            self._keep.append(data)
+            self.bulk = True
         self._credit[dest] = WINDOW
         self._buffers(dest, oob)
         return True
@@ -184,16 +197,23 @@ class Transport:
         else:
             self._reqs.append(self._isend(data, dest, tag))
             self._keep.append(data)
+            if len(data) >= BULK:
+                self.bulk = True
             self._buffers(dest, oob)
         return True
 
     def _defer(self, dest: int, data: bytes, tag: int, oob: list[memoryview]) -> None:
         """Put an envelope in ``dest``'s backlog; when the backlog holds more than
         ``BACKLOG`` units, wait (receiving) until windows have taken it back under."""
-        units = 1 if not oob and len(data) <= EAGER else (
-            1 + (len(data) + sum(raw.nbytes for raw in oob)) // UNIT)
-        # (a copy of the list: without buffers, it is the one the next pickle fills)
-        self._backlog.setdefault(dest, deque()).append((data, tag, list(oob), units))
+        if oob:
+            units = 1 + (len(data) + sum(raw.nbytes for raw in oob)) // UNIT
+        else:  # (then oob is the list the next pickle fills: not kept)
+            units = 1 if len(data) <= EAGER else 1 + len(data) // UNIT
+            oob = _NONE
+        queue = self._backlog.get(dest)
+        if queue is None:
+            queue = self._backlog[dest] = deque()
+        queue.append((data, tag, oob, units))
         self._waiting += units
         while self._waiting > BACKLOG:
             far = max(self._backlog, key=lambda d: len(self._backlog[d]))
@@ -203,18 +223,27 @@ class Transport:
     def flush(self) -> bool:
         """Send what waits in the backlog as far as the windows take it; True when nothing
         is left waiting."""
-        backlog = self._backlog
-        for dest in list(backlog):
-            queue = backlog[dest]
-            while queue:
-                data, tag, oob, units = queue[0]
-                if not self._emit(dest, data, tag, oob, units):
-                    break
-                queue.popleft()
-                self._waiting -= units
-            if not queue:
-                del backlog[dest]
-        return not backlog
+        for dest in list(self._backlog):
+            self._flush_to(dest)
+        return not self._backlog
+
+    def _flush_to(self, dest: int) -> bool:
+        """Send what waits for ``dest`` as far as its windows take it; True when nothing is
+        left waiting for it."""
+        queue = self._backlog[dest]
+        credit = self._credit
+        while queue:
+            data, tag, oob, units = queue[0]
+            left = credit[dest] - units
+            if left > 0 and not oob and len(data) <= EAGER:  # (most of them, inline)
+                credit[dest] = left
+                self._bsend(data, dest, tag)
+            elif not self._emit(dest, data, tag, oob, units):
+                return False
+            queue.popleft()
+            self._waiting -= units
+        del self._backlog[dest]
+        return True
 
     def _trailer(self, data: bytes, oob: list[memoryview],
                  arena: SharedArena | None) -> tuple[bytes, list[memoryview]]:
@@ -239,12 +268,11 @@ class Transport:
 
     def reap(self, tries: int = 1) -> bool:
         """Send what the windows now take of the backlog, release the memory of completed
-        sends and flag the shared blocks the program is done with; True when no send needs
-        this PE to move along. Testing a send is what moves a large message along (MPI
-        progresses it chunk by chunk), so an idle PE tests up to ``tries`` times in a row;
-        an envelope that waits for a window or for its receiver to take it moves when the
-        receiver receives, and the PE may sleep meanwhile (:meth:`settled` says when
-        nothing is left)."""
+        sends and flag the shared blocks the program is done with; True when no request is
+        in flight. Testing a send is what moves a large message along (MPI progresses it
+        chunk by chunk), so an idle PE tests up to ``tries`` times in a row while ``bulk``
+        says one is in flight; an envelope that waits for a window moves when its receiver
+        takes the one before (:meth:`settled` says when nothing is left)."""
         if self._backlog:
             self.flush()
         self._release(tries)
@@ -270,6 +298,7 @@ class Transport:
                 if testall(reqs):
                     reqs.clear()
                     self._keep.clear()
+                    self.bulk = False
                     break
 
     def poll(self) -> tuple[Any, ...] | None:
