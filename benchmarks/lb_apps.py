@@ -11,9 +11,10 @@ machine is shared); ``--speed``, ``--spot``, ``--heat`` change the patch.
 LeanMD (examples/leanmd.py, seed 002 IV-B) on 2 PEs from a clustered start, loads in CPU
 seconds (``--cpu-stats``: the machine is shared): time per step with balancing at sync points
 against none, same interleaving and medians; target at least 1.25x with LB. Strategies
-greedy_refine and refine by default (``--md-lb``); refine keeps computes next to their cells,
-greedy_refine moves hundreds of light computes away from theirs, and their messages then cost
-a pickled remote send each. Its runs must end in the same checksum (balancing changes no bit).
+greedy_refine and refine by default (``--md-lb``); refine moves a few heavy computes and
+leaves the initial placement's messages between PEs, greedy_refine moves hundreds of light
+ones in regions its locality pass grows, and cuts those messages by 2.5x. Its runs must end
+in the same checksum (balancing changes no bit).
 
 Usage: python benchmarks/lb_apps.py [--runs 3] [--n 4096] [--blocks 8] [--iters 200]
        [--speed 0.5] [--spot CELLS] [--heat 8] [--pairs stencil,leanmd]
