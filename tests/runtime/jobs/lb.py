@@ -93,9 +93,13 @@ async def atsync():
     assert first["before"] > 1.1, first
     # GrapevineLB sends objects only to PEs under the average, and at most to 1.10 of it
     # after 10 phases: with 6 heavy elements of 24 on PE 0 of 4 its first step may end
-    # above 1.3 (but below where it started)
-    assert first["after_predicted"] < first["before"], first
-    if not gossip:
+    # above 1.3, or, on a loaded machine where the idle PEs measure low capacities, move
+    # nothing (no PE has room for a heavy element under 1.10 of the average: seen once in
+    # a full test run, 4 ranks on 2 cores); a later step then does
+    if gossip:
+        assert any(h["after_predicted"] < h["before"] for h in history), history
+    else:
+        assert first["after_predicted"] < first["before"], first
         assert first["after_predicted"] < 1.3, first
     assert sum(h["migrations"] for h in history) > 0
     moved = sum(1 for r in rows if len(set(r[3])) > 1)
@@ -311,9 +315,12 @@ class Periodic(shoal.Chare):
         self.thisProxy[self.thisIndex].work()
 
     def work(self):
-        t0 = time.process_time()
-        spin(EVERY_S * (4 if self.thisIndex[0] < EVERY_N // 2 else 1), time.process_time)
-        self.worked += time.process_time() - t0
+        # this thread's CPU time, which the runtime measures with cpu_stats (the process's
+        # would count its other threads too: a full test run once saw a light element's
+        # period at 0.36 of the process time it worked)
+        t0 = time.thread_time()
+        spin(EVERY_S * (4 if self.thisIndex[0] < EVERY_N // 2 else 1), time.thread_time)
+        self.worked += time.thread_time() - t0
         self.it += 1
         if self.it % EVERY_K:
             self.iterate()
