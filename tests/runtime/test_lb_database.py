@@ -398,6 +398,26 @@ def test_the_runtime_database_counts_loads_in_the_average_pes_seconds():
     assert db.imbalance() == pytest.approx(1.5)
 
 
+def test_speeds_closer_than_the_probes_resolution_count_as_equal():
+    """The speed probe of identical cores differs by up to 20% from step to step: PEs
+    within SPEED_BAND of the median speed count as equal (their loads unscaled, equal
+    capacities); one at 0.7x of the others (seed 002 Fig. 17) still counts as slower."""
+    from shoal.runtime.lb.driver import SPEED_BAND, _database
+
+    def part(pe, speed):
+        return {"pe": pe, "keys": [(0, (pe,))], "load": [1.0], "size": [8],
+                "migratable": [True], "pos": [(pe,)], "edges": [], "wall": 1.0, "idle": 0.0,
+                "slept": 0.0, "background": 0.0, "speed": speed}
+
+    near = 1.0 - 0.9 * SPEED_BAND
+    db = _database([part(0, 1.0), part(1, near), part(2, 1.0)], 3)
+    assert db.load == pytest.approx([1.0, 1.0, 1.0])
+    assert db.capacity() == pytest.approx([1.0, 1.0, 1.0])
+    db = _database([part(0, 1.0), part(1, 0.7), part(2, 1.0)], 3)
+    assert db.load[1] == pytest.approx(0.7 * db.load[0])  # its second did less work
+    assert db.capacity()[1] == pytest.approx(0.7 * db.capacity()[0])
+
+
 def test_messages_inside_a_pe_count_at_the_average_bytes_of_those_between_pes():
     """Local messages travel unpickled (0 bytes in the statistics): the database gives them
     the bytes per message of the remote ones, or an earlier step's when none went between

@@ -28,6 +28,24 @@ Strategy = Callable[[LBDatabase], np.ndarray]
 # chosen only when nothing else is possible (objects of load 0, or non-migratable objects).
 MIN_CAPACITY = 1e-9
 
+# What sending costs the PEs, to weigh placements of equal balance: seconds of CPU per
+# message between PEs (the runtime's pickling, MPI and dispatch: 10-15 µs of Python per
+# message, README "LeanMD"; a local message costs about 1.5 µs, counted in the loads) and
+# per byte (a pickle copy, MPI's copy and the receive: about 1 GB/s end to end for arrays)
+MESSAGE_SECONDS = 10e-6
+BYTE_SECONDS = 1e-9
+
+
+def traffic_seconds(db: LBDatabase, placement: np.ndarray) -> float:
+    """What ``placement`` costs in communication over a period like the last one, plus
+    moving there once: the messages and bytes of the edges it cuts, and one message of
+    each moved object's packed size (``MESSAGE_SECONDS``, ``BYTE_SECONDS``)."""
+    cut = placement[db.src] != placement[db.dst]
+    moved = placement != db.pe
+    size = 0.0 if db.size is None else float(db.size[moved].sum())
+    messages = float(db.messages[cut].sum()) + float(moved.sum())
+    return MESSAGE_SECONDS * messages + BYTE_SECONDS * (float(db.bytes[cut].sum()) + size)
+
 
 def capacity(db: LBDatabase) -> np.ndarray:
     """``db.capacity()`` with a floor of :data:`MIN_CAPACITY`."""

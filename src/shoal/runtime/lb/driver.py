@@ -87,6 +87,7 @@ WINDOW = 4  # at_sync() iterations in a period up to which a step weighs their e
 CONTENTION_TIME = 0.1  # seconds: a PE's past background and wanted time count e^(-age/this)
 SPEED_LOOP = 2000  # iterations of the loop that measures a PE's speed (about 50 µs)
 SPEED_RUNS = 15  # runs of it after one to warm up; the least time counts
+SPEED_BAND = 0.15  # speeds within this fraction of the median one count as equal to it
 
 
 class Synced:
@@ -644,6 +645,11 @@ def _database(parts: list[dict[str, Any]], npes: int) -> LBDatabase:
             values[part["pe"]] = part[name]
     pes = np.array(pe, np.int64)
     speed = per_pe["speed"]
+    speed /= np.median(speed)
+    # the probe's resolution: on identical cores of this machine two PEs probing at once
+    # differed by up to 14%, and at a step by 20% (0.89 / 1.11 of their mean), which the
+    # balancer turned into as much imbalance; a node at 0.7x (seed 002 Fig. 17) is 30% off
+    speed[np.abs(speed - 1.0) < SPEED_BAND] = 1.0
     speed /= speed.mean()
     # seconds measured on a slow PE are more than the work they did: in units of the
     # average PE's seconds, an element's load is what it would take anywhere

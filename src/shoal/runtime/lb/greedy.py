@@ -21,6 +21,7 @@ from shoal.runtime.lb.common import (
     keep_in_place,
     max_scaled,
     targets,
+    traffic_seconds,
 )
 from shoal.runtime.lb.database import LBDatabase
 from shoal.runtime.lb.locality import gather_moves
@@ -305,7 +306,16 @@ def greedy_refine(db: LBDatabase, tolerance: float = 1.01) -> np.ndarray:
     keeping objects only under 0.999, 0.99, 0.95 times the bound, and if every pass
     overshoots, greedy's own placement is returned. (Charm++ instead runs many such passes
     at once, one per PE, and picks the best; here they run in turn.) Migrations are not
-    bounded: an object moves when its PE is full up to the bound."""
+    bounded: an object moves when its PE is full up to the bound.
+
+    Both placements, the kept one and greedy's own, respect the bound; of the two, the one
+    whose communication costs less over a period like the last one, moving there included,
+    is returned (:func:`~shoal.runtime.lb.common.traffic_seconds`; the kept one on a tie,
+    and always without a communication graph). Keeping objects in place moves the few
+    heavy objects a PE has too many, away from their neighbours: LeanMD on 2 PEs kept
+    6,800 messages per 10 steps between PEs that way (moving 65-70 computes), against 3,400
+    with greedy's placement after the locality pass (moving 400), and took 1.71-1.97 s per
+    10 steps against 1.45-1.59."""
     if tolerance < 1.0:
         raise UsageError(f"greedy_refine tolerance must be >= 1, not {tolerance}")
     cap = capacity(db)
@@ -315,7 +325,12 @@ def greedy_refine(db: LBDatabase, tolerance: float = 1.01) -> np.ndarray:
     for factor in _KEEP_FACTORS:
         second = _lpt(db, cap, order, factor * bound)
         if max_scaled(db, second, cap) <= bound:
-            return gather_moves(db, second, bound * cap)
+            kept = gather_moves(db, second, bound * cap)
+            if db.src.size == 0:
+                return kept
+            # both are within the bound: the one that costs less to communicate
+            own = gather_moves(db, _relabelled(db, first, cap), bound * cap)
+            return own if traffic_seconds(db, own) < traffic_seconds(db, kept) else kept
     return gather_moves(db, _relabelled(db, first, cap), bound * cap)
 
 
