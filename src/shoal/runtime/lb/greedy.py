@@ -322,16 +322,19 @@ def greedy_refine(db: LBDatabase, tolerance: float = 1.01) -> np.ndarray:
     order = heaviest_first(db)
     first = _lpt(db, cap, order, -1.0)
     bound = tolerance * max_scaled(db, first, cap)
+    kept = None
     for factor in _KEEP_FACTORS:
         second = _lpt(db, cap, order, factor * bound)
         if max_scaled(db, second, cap) <= bound:
             kept = gather_moves(db, second, bound * cap)
-            if db.src.size == 0:
-                return kept
-            # both are within the bound: the one that costs less to communicate
-            own = gather_moves(db, _relabelled(db, first, cap), bound * cap)
-            return own if traffic_seconds(db, own) < traffic_seconds(db, kept) else kept
-    return gather_moves(db, _relabelled(db, first, cap), bound * cap)
+            break
+    if kept is not None and db.src.size == 0:
+        return kept
+    own = gather_moves(db, _relabelled(db, first, cap), bound * cap)
+    # both are within the bound: the one that costs less to communicate
+    if kept is None or traffic_seconds(db, own) < traffic_seconds(db, kept):
+        return own
+    return kept
 
 
 def _relabelled(db: LBDatabase, placement: np.ndarray, cap: np.ndarray) -> np.ndarray:

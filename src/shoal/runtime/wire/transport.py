@@ -54,6 +54,14 @@ SHM_MIN = 65536  # bytes: smaller buffers go by MPI even to a PE of this node (m
 # save below it; python benchmarks/runtime_sizes.py)
 
 
+def _units(data: bytes, oob: list[memoryview]) -> int:
+    """What an envelope counts in a window: 1, plus 1 per ``UNIT`` bytes when it goes by
+    ``MPI_Isend`` (more than ``EAGER`` bytes, or with buffers)."""
+    if not oob and len(data) <= EAGER:
+        return 1
+    return 1 + (len(data) + sum(raw.nbytes for raw in oob)) // UNIT
+
+
 class Transport:
     """Point-to-point envelopes among the ranks of ``comm`` (duplicated: shoal's traffic
     never matches an application's receives)."""
@@ -121,7 +129,7 @@ class Transport:
         self.bytes_sent += nbytes
         backlog = self._backlog
         if backlog and dest in backlog and not self._flush_to(dest):  # behind others: in order
-            self._defer(dest, data, tag, oob)
+            self._defer(dest, data, tag, oob, _units(data, oob))
             return nbytes
         credit = self._credit
         if not oob and len(data) <= EAGER:
@@ -130,18 +138,15 @@ class Transport:
                 credit[dest] = left
                 self._bsend(data, dest, tag)  # returns once MPI has copied it: no request
             elif not self._close_window(data, dest, tag, oob):
-                self._defer(dest, data, tag, oob)
+                self._defer(dest, data, tag, oob, 1)
             return nbytes
-        left = credit[dest] - 1 - (len(data) + sum(raw.nbytes for raw in oob)) // UNIT
+        units = _units(data, oob)
+        left = credit[dest] - units
         if left > 0:
             credit[dest] = left
-            self._reqs.append(self._isend(data, dest, tag))
-            self._keep.append(data)
-            if len(data) >= BULK:
-                self.bulk = True
-            self._buffers(dest, oob)
+            self._post(dest, data, tag, oob)
         elif not self._close_window(data, dest, tag, oob):
-            self._defer(dest, data, tag, oob)
+            self._defer(dest, data, tag, oob, units)
         return nbytes
 
     def _by_band(self, data: bytes, oob: list[memoryview], dest: int, shared: bool
@@ -185,30 +190,20 @@ class Transport:
         self._buffers(dest, oob)
         return True
 
-    def _emit(self, dest: int, data: bytes, tag: int, oob: list[memoryview],
-              units: int) -> bool:
-        """Send a waiting envelope if ``dest``'s window takes it; False if not."""
-        left = self._credit[dest] - units
-        if left <= 0:
-            return self._close_window(data, dest, tag, oob)
-        self._credit[dest] = left
-        if not oob and len(data) <= EAGER:
-            self._bsend(data, dest, tag)
-        else:
-            self._reqs.append(self._isend(data, dest, tag))
-            self._keep.append(data)
-            if len(data) >= BULK:
-                self.bulk = True
-            self._buffers(dest, oob)
-        return True
+    def _post(self, dest: int, data: bytes, tag: int, oob: list[memoryview]) -> None:
+        """Send an envelope of more than ``EAGER`` bytes or with buffers, inside a window,
+        by ``MPI_Isend``."""
+        self._reqs.append(self._isend(data, dest, tag))
+        self._keep.append(data)
+        if len(data) >= BULK:
+            self.bulk = True
+        self._buffers(dest, oob)
 
-    def _defer(self, dest: int, data: bytes, tag: int, oob: list[memoryview]) -> None:
-        """Put an envelope in ``dest``'s backlog; when the backlog holds more than
-        ``BACKLOG`` units, wait (receiving) until windows have taken it back under."""
-        if oob:
-            units = 1 + (len(data) + sum(raw.nbytes for raw in oob)) // UNIT
-        else:  # (then oob is the list the next pickle fills: not kept)
-            units = 1 if len(data) <= EAGER else 1 + len(data) // UNIT
+    def _defer(self, dest: int, data: bytes, tag: int, oob: list[memoryview],
+               units: int) -> None:
+        """Put an envelope of ``units`` in ``dest``'s backlog; when the backlog holds more
+        than ``BACKLOG`` units, wait (receiving) until windows have taken it back under."""
+        if not oob:  # (then oob is the list the next pickle fills: not kept)
             oob = _NONE
         queue = self._backlog.get(dest)
         if queue is None:
@@ -235,11 +230,15 @@ class Transport:
         while queue:
             data, tag, oob, units = queue[0]
             left = credit[dest] - units
-            if left > 0 and not oob and len(data) <= EAGER:  # (most of them, inline)
+            if left <= 0:
+                if not self._close_window(data, dest, tag, oob):
+                    return False
+            else:
                 credit[dest] = left
-                self._bsend(data, dest, tag)
-            elif not self._emit(dest, data, tag, oob, units):
-                return False
+                if not oob and len(data) <= EAGER:
+                    self._bsend(data, dest, tag)
+                else:
+                    self._post(dest, data, tag, oob)
             queue.popleft()
             self._waiting -= units
         del self._backlog[dest]
