@@ -42,6 +42,7 @@ from numpy import ndarray
 from shoal.errors import ShoalError, UsageError
 from shoal.launch import abort_job
 from shoal.runtime.aggregation import Aggregation
+from shoal.runtime import collector
 from shoal.runtime.checkpoint import Checkpoints
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.collectives.broadcast import Broadcasts
@@ -256,7 +257,8 @@ class Runtime:
             self.balancer.start()
             if self.pe == 0 and main is not None:
                 self.push(0, self._run_main, main, args)
-            self._serve()
+            with collector.tuned():
+                self._serve()
             self._finish()
         except BaseException as exc:
             if self.ft and is_failure(exc):
