@@ -41,8 +41,8 @@ from numpy import ndarray
 
 from shoal.errors import ShoalError, UsageError
 from shoal.launch import abort_job
-from shoal.runtime.aggregation import Aggregation
 from shoal.runtime import collector
+from shoal.runtime.aggregation import Aggregation
 from shoal.runtime.checkpoint import Checkpoints
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.collectives.broadcast import Broadcasts
