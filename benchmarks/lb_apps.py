@@ -41,6 +41,15 @@ LINE = re.compile(r"^(.*), on 2 PEs, .*: ([\d.]+) ms per iteration; work ([\d.]+
                   re.M)
 
 
+def _job(cmd: list[str], env: dict | None) -> str:
+    """Run one job; its output, or its stderr and exit code raised if it failed."""
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} (SHOAL_LB={(env or {}).get('SHOAL_LB')}) "
+                           f"exited with {done.returncode}:\n{done.stderr[-4000:]}")
+    return done.stdout
+
+
 def run(args: argparse.Namespace, strategy: str | None) -> dict:
     """One job (no balancing when ``strategy`` is None): what ran, ms per iteration, the
     perfectly balanced ms of its work, migrations and seconds in LB steps."""
@@ -52,8 +61,7 @@ def run(args: argparse.Namespace, strategy: str | None) -> dict:
     if strategy is None:
         cmd.append("--no-sync")
     env = None if strategy is None else dict(os.environ, SHOAL_LB=strategy)
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env,
-                         check=True).stdout
+    out = _job(cmd, env)
     m = LINE.search(out)
     if m is None:
         raise RuntimeError(f"unexpected output: {out}")
@@ -70,8 +78,7 @@ def leanmd_run(args: argparse.Namespace, strategy: str | None) -> dict:
            str(args.md_steps), "--lb-every", str(args.md_lb_every if strategy else 0),
            "--cpu-stats"]
     env = dict(os.environ, SHOAL_LB=strategy) if strategy else None
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env,
-                         check=True).stdout
+    out = _job(cmd, env)
     m, c = MD_LINE.search(out), MD_SUM.search(out)
     if m is None or c is None:
         raise RuntimeError(f"unexpected output: {out}")
