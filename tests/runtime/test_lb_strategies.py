@@ -324,8 +324,12 @@ def test_refine_only_moves_objects_off_overloaded_pes(db, tolerance):
 @settings(max_examples=150, deadline=None)
 @given(databases())
 def test_greedy_refine_is_within_its_tolerance_of_greedy(db):
-    assert max_scaled(db, greedy_refine(db)) <= 1.01 * max_scaled(db, greedy(db)) + 1e-9
-    assert max_scaled(db, greedy_refine(db, 1.0)) <= max_scaled(db, greedy(db)) + 1e-9
+    # within rounding, relative as for refine above: the locality pass gives each PE's limit
+    # 1e-12 of the total load as room for its sums, which a PE of capacity 0.12 scales by
+    # 8.5 (greedy's 850.0 against 850.0000000017, hypothesis)
+    m = max_scaled(db, greedy(db))
+    assert max_scaled(db, greedy_refine(db)) <= 1.01 * m * (1 + 1e-9) + 1e-9
+    assert max_scaled(db, greedy_refine(db, 1.0)) <= m * (1 + 1e-9) + 1e-9
 
 
 # ------------------------------------------------------------------------------- chain
