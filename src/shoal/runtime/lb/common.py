@@ -36,15 +36,21 @@ MESSAGE_SECONDS = 10e-6
 BYTE_SECONDS = 1e-9
 
 
+def edge_seconds(db: LBDatabase) -> np.ndarray:
+    """What each edge's traffic of the last period costs the PEs when it crosses between
+    them: its messages and bytes at ``MESSAGE_SECONDS`` and ``BYTE_SECONDS``."""
+    return MESSAGE_SECONDS * db.messages + BYTE_SECONDS * db.bytes
+
+
 def traffic_seconds(db: LBDatabase, placement: np.ndarray) -> float:
     """What ``placement`` costs in communication over a period like the last one, plus
-    moving there once: the messages and bytes of the edges it cuts, and one message of
-    each moved object's packed size (``MESSAGE_SECONDS``, ``BYTE_SECONDS``)."""
+    moving there once: the edges it cuts (:func:`edge_seconds`), and one message of each
+    moved object's packed size."""
     cut = placement[db.src] != placement[db.dst]
     moved = placement != db.pe
     size = 0.0 if db.size is None else float(db.size[moved].sum())
-    messages = float(db.messages[cut].sum()) + float(moved.sum())
-    return MESSAGE_SECONDS * messages + BYTE_SECONDS * (float(db.bytes[cut].sum()) + size)
+    return (float(edge_seconds(db)[cut].sum()) + MESSAGE_SECONDS * float(moved.sum())
+            + BYTE_SECONDS * size)
 
 
 def capacity(db: LBDatabase) -> np.ndarray:
@@ -72,9 +78,10 @@ def max_scaled(db: LBDatabase, placement: np.ndarray, cap: np.ndarray) -> float:
     return float((db.pe_loads(placement) / cap).max()) if db.npes else 0.0
 
 
-def adjacency(db: LBDatabase, objects: np.ndarray) -> sp.csr_matrix:
-    """The symmetric matrix of bytes between ``objects`` (local numbering), both directions
-    summed, no self loops."""
+def adjacency(db: LBDatabase, objects: np.ndarray,
+              weights: np.ndarray | None = None) -> sp.csr_matrix:
+    """The symmetric matrix of ``weights`` (one per edge; default its bytes) between
+    ``objects`` (local numbering), both directions summed, no self loops."""
     import scipy.sparse as sp  # (here: scipy costs 0.1 s at every PE's start)
 
     local = np.full(db.n, -1, np.int64)
@@ -82,7 +89,8 @@ def adjacency(db: LBDatabase, objects: np.ndarray) -> sp.csr_matrix:
     a, b = local[db.src], local[db.dst]
     keep = (a >= 0) & (b >= 0) & (a != b)
     m = objects.size
-    w = sp.coo_matrix((db.bytes[keep].astype(float), (a[keep], b[keep])), shape=(m, m))
+    values = db.bytes if weights is None else weights
+    w = sp.coo_matrix((values[keep].astype(float), (a[keep], b[keep])), shape=(m, m))
     return (w + w.T).tocsr()
 
 
