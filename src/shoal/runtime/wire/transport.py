@@ -131,8 +131,8 @@ class Transport:
         if backlog and dest in backlog and not self._flush_to(dest):  # behind others: in order
             self._defer(dest, data, tag, oob, _units(data, oob))
             return nbytes
-        credit = self._credit
-        if not oob and len(data) <= EAGER:
+        if not oob and len(data) <= EAGER:  # (the small message's path, inlined: _emit)
+            credit = self._credit
             left = credit[dest] - 1  # (>= 0: a window's credit is positive)
             if left:
                 credit[dest] = left
@@ -141,13 +141,24 @@ class Transport:
                 self._defer(dest, data, tag, oob, 1)
             return nbytes
         units = _units(data, oob)
-        left = credit[dest] - units
-        if left > 0:
-            credit[dest] = left
-            self._post(dest, data, tag, oob)
-        elif not self._close_window(data, dest, tag, oob):
+        if not self._emit(dest, data, tag, oob, units):
             self._defer(dest, data, tag, oob, units)
         return nbytes
+
+    def _emit(self, dest: int, data: bytes, tag: int, oob: list[memoryview],
+              units: int) -> bool:
+        """Send an envelope of ``units`` inside ``dest``'s window, or as the one that closes
+        it; False if it cannot go yet (the previous window is still open): nothing was
+        sent."""
+        left = self._credit[dest] - units
+        if left <= 0:
+            return self._close_window(data, dest, tag, oob)
+        self._credit[dest] = left
+        if not oob and len(data) <= EAGER:
+            self._bsend(data, dest, tag)
+        else:
+            self._post(dest, data, tag, oob)
+        return True
 
     def _by_band(self, data: bytes, oob: list[memoryview], dest: int, shared: bool
                  ) -> tuple[bytes, list[memoryview], int, int]:
@@ -226,19 +237,10 @@ class Transport:
         """Send what waits for ``dest`` as far as its windows take it; True when nothing is
         left waiting for it."""
         queue = self._backlog[dest]
-        credit = self._credit
         while queue:
             data, tag, oob, units = queue[0]
-            left = credit[dest] - units
-            if left <= 0:
-                if not self._close_window(data, dest, tag, oob):
-                    return False
-            else:
-                credit[dest] = left
-                if not oob and len(data) <= EAGER:
-                    self._bsend(data, dest, tag)
-                else:
-                    self._post(dest, data, tag, oob)
+            if not self._emit(dest, data, tag, oob, units):
+                return False
             queue.popleft()
             self._waiting -= units
         del self._backlog[dest]
