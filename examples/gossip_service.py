@@ -6,7 +6,7 @@
 from mpi4py import MPI
 
 from shoal.gossip.service import GossipService
-from shoal.launch import abort_on_error
+from shoal.rank import abort_on_error
 
 comm = MPI.COMM_WORLD
 with abort_on_error(comm):

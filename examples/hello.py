@@ -9,8 +9,8 @@ class Hello(shoal.Chare):
         self.greeting = greeting
 
     def say(self, done):
-        pe = shoal.my_pe()
-        self.contribute(f"{self.greeting} from element {self.thisIndex[0]} on PE {pe}",
+        where = f"PE {shoal.my_pe()} (host {shoal.my_host()})"
+        self.contribute(f"{self.greeting} from element {self.thisIndex[0]} on {where}",
                         shoal.Reducer.gather, done)
 
 
@@ -20,7 +20,7 @@ async def main():
     arr.say(done)
     for line in await done:
         print(line)
-    print(f"{shoal.num_pes()} PEs, 8 elements")
+    print(f"{shoal.num_pes()} PEs on {shoal.num_nodes()} node(s), 8 elements")
 
 
 if __name__ == "__main__":

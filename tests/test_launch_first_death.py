@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from shoal.jobdir import JobDir
 from shoal.launch import _Deaths
 
 
@@ -20,9 +21,11 @@ def _dead_pid():
 @pytest.mark.parametrize(("kills", "first"), [("2@1.0", "2"), ("", "0"), ("1@3.0", "0")])
 def test_ranks_seen_dead_together_name_the_injected_kill_first(tmp_path, kills, first):
     host = socket.gethostname()
+    notes = tmp_path / "pes"
+    notes.mkdir()
     for pe in ("2", "0"):
-        (tmp_path / f"{_dead_pid()}@{host}").write_text(f"{pe}\n")
-    deaths = _Deaths(tmp_path, kills)
+        (notes / f"{_dead_pid()}@{host}").write_text(f"{pe}\n")
+    deaths = _Deaths(JobDir(tmp_path), kills)
     deadline = time.monotonic() + 30
     while len(deaths.order) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)  # (its first pass finds both)
@@ -36,19 +39,21 @@ def test_the_pe_that_kill_ended_is_named_even_when_another_was_seen_dead_first(t
     is gone, and may kill a rank that ends sooner: the killed PE's note of when it died
     decides (CI named PE 0 when --kill ended PE 1)."""
     host = socket.gethostname()
-    (tmp_path / f"{_dead_pid()}@{host}").write_text("0\n")
+    notes = tmp_path / "pes"
+    notes.mkdir()
+    (notes / f"{_dead_pid()}@{host}").write_text("0\n")
     kill_time = time.monotonic()  # PE 1 killed itself now, its end not yet seen
-    deaths = _Deaths(tmp_path, "1@1.0")
+    deaths = _Deaths(JobDir(tmp_path), "1@1.0")
     deadline = time.monotonic() + 30
     while not deaths.order and time.monotonic() < deadline:
         time.sleep(0.01)
-    (tmp_path / f"{_dead_pid()}@{host}").write_text("1\n")  # seen dead in a later pass
+    (notes / f"{_dead_pid()}@{host}").write_text("1\n")  # seen dead in a later pass
     while len(deaths.order) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     deaths.stop()
     assert [pe for pe, _ in deaths.order] == ["0", "1"]
     assert deaths.first()[0] == "0"  # no note: the order seen
-    (tmp_path / "killed-1").write_text(repr(kill_time))
+    (notes / "killed-1").write_text(repr(kill_time))
     assert deaths.first()[0] == "1"
-    (tmp_path / "killed-1").write_text(repr(time.monotonic()))  # killed after PE 0 died
+    (notes / "killed-1").write_text(repr(time.monotonic()))  # killed after PE 0 died
     assert deaths.first()[0] == "0"

@@ -27,7 +27,10 @@ if TYPE_CHECKING:
         iteration,
         iwait,
         lb_history,
+        my_host,
+        my_node,
         my_pe,
+        num_nodes,
         num_pes,
         quiescence,
         restored,
@@ -42,8 +45,9 @@ if TYPE_CHECKING:
 __all__ = ["Aggregator", "Array", "Channel", "Chare", "CheckpointError", "Future", "Group",
            "Reducer", "RemoteError", "Runtime", "ShoalError", "UsageError", "WireError",
            "__version__", "broadcast_globals", "checkpoint", "create", "destroy", "exit",
-           "future", "iteration", "iwait", "lb_history", "my_pe", "num_pes", "pool",
-           "quiescence", "restored", "run_on_all", "sleep", "start", "stats", "when"]
+           "future", "iteration", "iwait", "lb_history", "my_host", "my_node", "my_pe",
+           "num_nodes", "num_pes", "pool", "quiescence", "restored", "run_on_all", "sleep",
+           "start", "stats", "when"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,8 +1,11 @@
 """Start MPI jobs and make a failing rank end the whole job.
 
-shoal runs under the installed ``mpiexec``: by default the one of the ``mpich`` wheel, found
-beside the Python interpreter; ``SHOAL_MPIEXEC`` names another launcher (``srun``, a site
-``mpiexec``). mpi4py is imported only inside ranks, never by the launching process.
+shoal runs its ranks with the allocation's own launcher inside a Slurm allocation
+(``srun --mpi=pmi2``: the PMI the embedded MPICH speaks), else with the installed
+``mpiexec``: by default the one of the ``mpich`` wheel, found beside the Python
+interpreter; ``SHOAL_MPIEXEC`` names another launcher (a site ``mpiexec``, ``srun`` with
+other flags). mpi4py is imported only inside ranks, never by the launching process. This
+is the parent side; what runs inside a rank is :mod:`shoal.rank`.
 
 MPICH keeps its shared-memory segments in ``/dev/shm/mpich_shm_*`` files that the ranks
 remove when they finish; a job that dies leaves them (a few MB each). The launcher removes
@@ -11,14 +14,14 @@ maps or holds open (:func:`removing_shm_leftovers`).
 
 When a rank dies (``kill -9``), MPICH's launcher names a process id and a host, not always
 the one that died first (it may name one it killed after). So each rank of ``shoal run``
-notes its PE in the job directory (:func:`register_pe`), the launcher watches those of its
-host and passes the job's output through, and when the job ends by a signal it prints
+notes its PE in the job directory (:meth:`shoal.jobdir.JobDir.note_pe`), the launcher
+watches those of its host and passes the job's output through, and when the job ends by a
+signal it prints
 ``shoal: PE 1 (host h, pid p) died first; the job ended by signal 9 (SIGKILL)``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import select
@@ -30,29 +33,37 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from shoal.errors import ShoalError, UsageError
+from shoal.errors import UsageError
+from shoal.jobdir import JobDir
+from shoal.rank import KILL_ENV
 
 SHM_DIR = Path("/dev/shm")
-KILLED = "killed-"  # a note of the PE that shoal run --kill ended, and when
 SHM_GLOB = "mpich_shm_*"
-RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")
-"""Set in every rank by the launchers shoal knows (MPICH's hydra, PMIx, Open MPI, srun)."""
 SHM_GRACE = 2.0  # seconds to wait for the exiting ranks of a dead job to release their files
 LAUNCH_MARK = "SHOAL_LAUNCH"  # in the environment of the ranks of one run_ranks job
 HOST_LISTS = ("HYDRA_HOST_FILE", "PBS_NODEFILE", "LSB_HOSTS")
+LAUNCHER_ENV = "SHOAL_MPIEXEC"
+SRUN = ("--mpi=pmi2", "--kill-on-bad-exit=1")
+"""srun's flags for shoal's ranks: the PMI of the embedded MPICH (without it, or with PMIx,
+srun silently starts N jobs of one rank each), and the step ends when one task fails."""
+_LOST = re.compile(r"srun: error: (\S+): tasks? [\d,-]+: Killed|"
+                   r"srun: error: Node failure on (\S+)")
 
 
-def mpiexec() -> list[str]:
-    """The launcher command: ``$SHOAL_MPIEXEC``, else ``mpiexec`` beside the interpreter (the
-    embedded MPICH), else the first ``mpiexec`` on PATH."""
-    if os.environ.get("SHOAL_MPIEXEC"):
-        return shlex.split(os.environ["SHOAL_MPIEXEC"])
+def mpiexec(environ: dict[str, str] | None = None) -> list[str]:
+    """The launcher command: ``$SHOAL_MPIEXEC``, else ``srun`` with :data:`SRUN` inside a
+    Slurm allocation, else ``mpiexec`` beside the interpreter (the embedded MPICH), else
+    the first ``mpiexec`` on PATH."""
+    environ = os.environ if environ is None else environ
+    if environ.get(LAUNCHER_ENV):
+        return shlex.split(environ[LAUNCHER_ENV])
+    if in_allocation(environ):
+        return ["srun", *SRUN]
     local = Path(sys.executable).parent / "mpiexec"
     if local.exists():
         return [str(local)]
@@ -95,57 +106,96 @@ def ft_environment() -> dict[str, str]:
             "OMPI_MCA_async_mpi_finalize": "1"}
 
 
+def in_allocation(environ: dict[str, str] | os._Environ[str]) -> bool:
+    """Inside a Slurm allocation (``salloc``, ``sbatch``) but not in one of its steps, with
+    ``srun`` at hand."""
+    return ("SLURM_JOB_ID" in environ and "SLURM_STEP_ID" not in environ
+            and shutil.which("srun") is not None)
+
+
+class Launched(subprocess.CompletedProcess):
+    """A finished job, with ``lost_hosts``: the hosts whose ranks srun saw killed."""
+
+    lost_hosts: frozenset[str] = frozenset()
+
+
 def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
-              env: dict | None = None) -> subprocess.CompletedProcess:
+              env: dict | None = None, exclude: set[str] | frozenset[str] = frozenset()
+              ) -> Launched:
     """Run ``python argv...`` on ``nprocs`` ranks and wait at most ``timeout`` seconds (None:
     no limit). Output goes to this process's stdout/stderr. Raises :class:`UsageError` on a
-    timeout. SIGTERM, SIGINT and SIGHUP to this process go to mpiexec (which ends its
-    proxies and ranks), and this process waits for the job before it returns."""
+    timeout. SIGTERM, SIGINT and SIGHUP to this process go to the launcher (which ends its
+    ranks), and this process waits for the job before it returns. Under ``srun``, the
+    hosts of ``exclude`` get no rank (the rest may then hold more ranks than CPUs)."""
     if nprocs < 1:
         raise UsageError(f"run at least 1 rank (got -n {nprocs})")
-    launcher = (env or {}).get("SHOAL_MPIEXEC")
-    cmd = [*(shlex.split(launcher) if launcher else mpiexec()), "-n", str(nprocs),
-           sys.executable, *argv]
+    env = {**(os.environ if env is None else env)}
+    launcher = mpiexec(env)
+    srun = Path(launcher[0]).name == "srun"
+    if srun and exclude:
+        launcher += [f"--exclude={','.join(sorted(exclude))}", "--overcommit"]
+    cmd = [*launcher, "-n", str(nprocs), sys.executable, *argv]
     marker = f"{os.getpid()}.{time.monotonic_ns()}"
-    env = {**(os.environ if env is None else env), LAUNCH_MARK: marker}
-    jobdir = env.get("SHOAL_JOBDIR")
-    with removing_shm_leftovers(marker), subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE
-                                                    ) as job, _forward_signals(job):
-        relay = _Relay(job.stdout)
-        deaths = _Deaths(Path(jobdir, "pes"), env.get("SHOAL_KILL", "")) if jobdir else None
+    env[LAUNCH_MARK] = marker
+    home = JobDir.of(env)
+    with removing_shm_leftovers(marker), subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE if srun else None
+            ) as job, _forward_signals(job):
+        relay = _Relay(job.stdout, sys.stdout)
+        errors = _Relay(job.stderr, sys.stderr) if srun else None
+        deaths = None if home is None else _Deaths(home, env.get(KILL_ENV, ""))
         try:
             code = job.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            job.kill()  # mpiexec's proxy ends the ranks
-            job.wait()
+            _end(job, srun)
             raise UsageError(f"the MPI job did not finish within {timeout:.0f} s and was "
                              f"killed: {shlex.join(cmd)}") from None
         finally:
             relay.join()
+            if errors is not None:
+                errors.join()
             if deaths is not None:
                 deaths.stop()
+    done = Launched(cmd, code)
+    if code and errors is not None:
+        done.lost_hosts = frozenset(a or b for a, b in _LOST.findall(errors.tail()))
     if code:
-        said = killed_rank(relay.tail(), None if deaths is None else deaths.first(), jobdir)
+        said = killed_rank(relay.tail(), None if deaths is None else deaths.first(), home)
         if said:
             sys.stderr.write(f"shoal: {said}\n")
             sys.stderr.flush()
-    return subprocess.CompletedProcess(cmd, code)
+    return done
+
+
+def _end(job: subprocess.Popen, srun: bool) -> None:
+    """End a job that ran too long: mpiexec's proxies end the ranks when it is killed;
+    srun ends its step on SIGTERM (killed, it would leave the tasks to slurmd's timeout)."""
+    if srun:
+        job.terminate()
+        try:
+            job.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    job.kill()
+    job.wait()
 
 
 class _Relay:
-    """Copies the job's output to this process's as it comes (not line by line: a
-    progress bar's partial lines pass at once), keeping its last bytes."""
+    """Copies the job's output to this process's ``stream`` as it comes (not line by line:
+    a progress bar's partial lines pass at once), keeping its last bytes."""
 
     KEEP = 16384
 
-    def __init__(self, pipe: Any):
+    def __init__(self, pipe: Any, stream: Any):
         self.pipe = pipe
+        self.write = _writer(stream)
         self.kept = b""
         self.thread = threading.Thread(target=self._copy, daemon=True)
         self.thread.start()
 
     def _copy(self) -> None:
-        fd, write = self.pipe.fileno(), _stdout_writer()
+        fd, write = self.pipe.fileno(), self.write
         while data := os.read(fd, 65536):
             write(data)
             self.kept = (self.kept + data)[-self.KEEP:]
@@ -157,13 +207,12 @@ class _Relay:
         return self.kept.decode(errors="replace")
 
 
-def _stdout_writer() -> Callable[[bytes], None]:
-    """Writes bytes to this process's standard output as they come: to its file
-    descriptor, or (a stream without one, as in tests) through the stream."""
+def _writer(stream: Any) -> Callable[[bytes], None]:
+    """Writes bytes to ``stream`` as they come: to its file descriptor, or (a stream
+    without one, as in tests) through the stream."""
     try:
-        out = sys.stdout.fileno()
+        out = stream.fileno()
     except (AttributeError, OSError, ValueError):  # (io.UnsupportedOperation is an OSError)
-        stream = sys.stdout
 
         def through(data: bytes) -> None:
             stream.write(data.decode(errors="replace"))
@@ -180,12 +229,12 @@ def _stdout_writer() -> Callable[[bytes], None]:
 
 
 class _Deaths:
-    """Watches the ranks of this host that noted their PE in ``folder``
-    (:func:`register_pe`) and keeps the order in which they died (``pidfd``: woken as a
+    """Watches the ranks of this host that noted their PE in the job directory ``home``
+    (:meth:`JobDir.note_pe`) and keeps the order in which they died (``pidfd``: woken as a
     process ends, before the launcher ends the others). Not on systems without pidfds."""
 
-    def __init__(self, folder: Path, kills: str = ""):
-        self.folder = folder
+    def __init__(self, home: JobDir, kills: str = ""):
+        self.home = home
         self.host = socket.gethostname()
         self.order: list[tuple[str, int]] = []  # (PE, pid) as they died
         self.first_seen = 0.0  # when the first of them was seen dead (time.monotonic())
@@ -204,7 +253,7 @@ class _Deaths:
         seen: set[str] = set()
         while not self._done.is_set():
             together = []  # seen dead in the same pass (see below)
-            for note in self.folder.glob(f"*@{self.host}"):
+            for note in self.home.pe_notes(self.host):
                 if note.name not in seen:
                     seen.add(note.name)
                     pid = int(note.name.split("@")[0])
@@ -242,7 +291,7 @@ class _Deaths:
 
     def first(self) -> tuple[str, int] | None:
         """The PE that died first: a PE that ``--kill`` ended before the first death was
-        seen (its note :func:`note_injected_kill`), else the first seen dead. The order
+        seen (its note :meth:`JobDir.note_kill`), else the first seen dead. The order
         seen is not always the order of the deaths: a process is seen dead when its last
         thread is gone, and mpiexec, which learns of a death when the process's sockets
         close, may have killed a rank that ends sooner (CI named PE 0 when --kill ended
@@ -251,11 +300,9 @@ class _Deaths:
             return None
         killed = []
         for pe, pid in self.order:
-            note = self.folder / f"{KILLED}{pe}"
-            try:
-                killed.append((float(note.read_text()), pe, pid))
-            except (OSError, ValueError):
-                continue
+            at = self.home.killed_at(pe)
+            if at is not None:
+                killed.append((at, pe, pid))
         early = [(t, pe, pid) for t, pe, pid in killed if t <= self.first_seen]
         if early:
             _, pe, pid = min(early)
@@ -266,13 +313,13 @@ class _Deaths:
 _BANNER = re.compile(r"PID (\d+) RUNNING AT (\S+)\s+=\s+EXIT CODE: (\d+)")
 
 
-def killed_rank(output: str, first: tuple[str, int] | None, jobdir: str | None
+def killed_rank(output: str, first: tuple[str, int] | None, home: JobDir | None
                 ) -> str | None:
     """When MPICH's launcher says at the end of ``output`` that a rank was killed by a
     signal (its banner: a process id, a host, the signal as exit code), a sentence naming
     that rank's PE and host: the PE that died first on this host (``first``: PE and pid),
-    else the process the banner names, by the PE it noted in ``jobdir``
-    (:func:`register_pe`). None without such a banner."""
+    else the process the banner names, by the PE it noted in the job directory ``home``
+    (:meth:`JobDir.note_pe`). None without such a banner."""
     found = _BANNER.search(output)
     if found is None or f"(signal {found[3]})" not in output:
         return None
@@ -284,33 +331,14 @@ def killed_rank(output: str, first: tuple[str, int] | None, jobdir: str | None
     if first is not None:
         return (f"PE {first[0]} (host {socket.gethostname()}, pid {first[1]}) died first; "
                 f"the job ended by {how}")
-    note = Path(jobdir, "pes", f"{pid}@{host}") if jobdir else None
-    if note is not None and note.exists():
-        return f"PE {note.read_text().strip()} (host {host}, pid {pid}) was killed by {how}"
+    pe = None if home is None else home.pe_of(pid, host)
+    if pe is not None:
+        return f"PE {pe} (host {host}, pid {pid}) was killed by {how}"
     return f"the rank with pid {pid} on host {host} was killed by {how}"
 
 
-def register_pe(pe: int) -> None:
-    """In a rank of ``shoal run`` (``SHOAL_JOBDIR`` set): note this process's PE, so that
-    the launcher can name it if the process dies."""
-    jobdir = os.environ.get("SHOAL_JOBDIR")
-    if not jobdir:
-        return
-    folder = Path(jobdir, "pes")
-    folder.mkdir(exist_ok=True)
-    note = folder / f"{os.getpid()}@{socket.gethostname()}"
-    staged = note.with_suffix(".tmp")  # (the launcher reads whole notes only)
-    staged.write_text(f"{pe}\n")
-    staged.rename(note)
 
 
-def note_injected_kill(pe: int) -> None:
-    """In a rank of ``shoal run`` that ``--kill`` ends now: note when, so that the
-    launcher names this PE as the one that died first (:meth:`_Deaths.first`)."""
-    jobdir = os.environ.get("SHOAL_JOBDIR")
-    if jobdir:
-        with contextlib.suppress(OSError):
-            Path(jobdir, "pes", f"{KILLED}{pe}").write_text(repr(time.monotonic()))
 
 
 @contextmanager
@@ -331,20 +359,20 @@ def _forward_signals(job: subprocess.Popen) -> Iterator[None]:
             signal.signal(s, handler)
 
 
-def require_mpi(command: str) -> None:
-    """Refuse to run ``command`` as a rank outside an MPI launcher (before MPI starts, so
-    the user reads one line instead of each rank's abort)."""
-    if not any(v in os.environ for v in RANK_VARIABLES):
-        raise UsageError(f"{command} runs on MPI ranks: give -n N to launch them, or start "
-                         f"it under mpiexec or srun")
 
 
 def ranks_share_this_host() -> bool:
     """Whether the ranks :func:`run_ranks` starts all run on this host: the default
     launcher with no host list and no allocation of several nodes."""
-    if os.environ.get("SHOAL_MPIEXEC") or any(v in os.environ for v in HOST_LISTS):
+    if os.environ.get(LAUNCHER_ENV) or any(v in os.environ for v in HOST_LISTS):
         return False
     return int(os.environ.get("SLURM_JOB_NUM_NODES", "1") or 1) <= 1
+
+
+def spans_nodes() -> bool:
+    """Whether the ranks of ``shoal run`` may run on other hosts than this one (then what
+    they share must be on a shared path: :mod:`shoal.jobdir`)."""
+    return not ranks_share_this_host()
 
 
 def _shm_files() -> set[Path]:
@@ -424,65 +452,6 @@ def run_shoal(nprocs: int, args: list[str], timeout: float | None) -> None:
                          "(see the rank's message above)")
 
 
-@contextmanager
-def abort_on_error(comm: Any) -> Iterator[None]:
-    """Inside a rank: an exception prints ``rank R: traceback`` on stderr (a user's mistake,
-    :class:`ShoalError`: ``rank R: shoal: error: message``) and aborts every rank of
-    ``comm``'s job, so that no other rank waits forever."""
-    try:
-        yield
-    except BaseException as exc:  # any failure must end the job
-        if isinstance(exc, SystemExit) and not exc.code:
-            raise
-        if isinstance(exc, ShoalError):
-            text = f"shoal: error: {exc}\n"
-        else:
-            text = "".join(traceback.format_exception(exc))
-        abort_job(comm, f"rank {comm.Get_rank()}: {text}", 1)
 
 
-def abort_job(comm: Any, text: str, code: int) -> None:
-    """Print ``text`` on stderr, then abort every rank of ``comm``'s job with ``code``.
 
-    The launcher kills every rank as soon as one aborts, and a line still in the pipe to
-    mpiexec is lost with them (CI saw an empty stderr from a 3-rank job on 2 cores). So the
-    rank waits, up to 2 s, until the reader of its stderr has taken every byte (the pipe's
-    or socket's queue is empty), and 0.1 s more for mpiexec to pass it on."""
-    sys.stderr.write(text)
-    sys.stderr.flush()
-    _drained(sys.stderr, 2.0)
-    time.sleep(0.1)
-    comm.Abort(code)
-
-
-def _drained(stream: Any, limit: float) -> None:
-    """Wait (back-off polls, at most ``limit`` s) until nothing written to ``stream`` is
-    left unread by its reader: a pipe's FIONREAD or a socket's SIOCOUTQ is 0. Other
-    files (a terminal, a regular file) return at once."""
-    import fcntl
-    import stat
-    import struct
-    import termios
-
-    try:
-        fd = stream.fileno()
-        mode = os.fstat(fd).st_mode
-    except (OSError, ValueError, AttributeError):
-        return
-    if stat.S_ISFIFO(mode):
-        request = termios.FIONREAD
-    elif stat.S_ISSOCK(mode):
-        request = termios.TIOCOUTQ  # SIOCOUTQ: bytes not yet taken by the peer
-    else:
-        return
-    deadline = time.monotonic() + limit
-    pause = 0.001
-    while time.monotonic() < deadline:
-        try:
-            left = struct.unpack("i", fcntl.ioctl(fd, request, b"\0\0\0\0"))[0]
-        except OSError:
-            return
-        if left <= 0:
-            return
-        time.sleep(pause)
-        pause = min(2 * pause, 0.05)

@@ -80,7 +80,7 @@ ROOT = Path(__file__).parents[2]
 def test_run_launches_a_program_on_n_pes():
     out = shoal("run", "-n", "3", str(ROOT / "examples" / "hello.py"))
     assert out.returncode == 0, out.stderr
-    assert "3 PEs, 8 elements" in out.stdout
+    assert "3 PEs on 1 node(s), 8 elements" in out.stdout
     assert sum("hello from element" in line for line in out.stdout.splitlines()) == 8
 
 

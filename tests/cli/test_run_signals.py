@@ -80,15 +80,16 @@ YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)
 
 
 def test_mpichs_banner_is_read_for_the_pe_it_names(tmp_path):
+    from shoal.jobdir import JobDir
     from shoal.launch import killed_rank
 
     (tmp_path / "pes").mkdir()
     (tmp_path / "pes" / "4242@node7").write_text("5\n")
-    assert killed_rank(BANNER, None, str(tmp_path)) == (
+    assert killed_rank(BANNER, None, JobDir(tmp_path)) == (
         "PE 5 (host node7, pid 4242) was killed by signal 9 (SIGKILL)")
     assert killed_rank(BANNER, None, None) == (
         "the rank with pid 4242 on host node7 was killed by signal 9 (SIGKILL)")
-    assert killed_rank(BANNER, ("2", 99), str(tmp_path)).startswith("PE 2 (host ")
+    assert killed_rank(BANNER, ("2", 99), JobDir(tmp_path)).startswith("PE 2 (host ")
     ended = BANNER.replace("Killed (signal 9)", "exit code 3").replace("CODE: 9", "CODE: 3")
-    assert killed_rank(ended, None, str(tmp_path)) is None  # the rank said why itself
+    assert killed_rank(ended, None, JobDir(tmp_path)) is None  # the rank said why itself
     assert killed_rank("all good\n", None, None) is None

@@ -7,7 +7,7 @@ import numpy as np
 from mpi4py import MPI
 
 from shoal.gossip.service import TAG, GossipService
-from shoal.launch import abort_on_error
+from shoal.rank import abort_on_error
 
 comm = MPI.COMM_WORLD
 with abort_on_error(comm):

@@ -35,7 +35,7 @@ def test_a_failing_rank_ends_the_job_with_its_traceback(tmp_path):
     script = tmp_path / "fail.py"
     script.write_text(
         "from mpi4py import MPI\n"
-        "from shoal.launch import abort_on_error\n"
+        "from shoal.rank import abort_on_error\n"
         "import time\n"
         "comm = MPI.COMM_WORLD\n"
         "with abort_on_error(comm):\n"

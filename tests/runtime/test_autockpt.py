@@ -12,7 +12,7 @@ from mpi_jobs import JOBS, TIMEOUT
 
 from shoal.errors import UsageError
 from shoal.launch import mpiexec
-from shoal.runtime.checkpoint import Checkpoints
+from shoal.options import Options
 
 JOB = JOBS / "autockpt.py"
 
@@ -77,6 +77,6 @@ def test_a_bad_interval_is_refused_in_one_line(every, says):
 @pytest.mark.parametrize(("every", "folder", "says"), [
     (1.0, None, "checkpoint_every needs checkpoint_dir"),
     (0.0, "x", "seconds > 0"), ("30s", "x", "seconds > 0")])
-def test_shoal_start_refuses_automatic_checkpoints_it_cannot_take(every, folder, says):
+def test_the_options_refuse_automatic_checkpoints_the_runtime_cannot_take(every, folder, says):
     with pytest.raises(UsageError, match=says):
-        Checkpoints(None, every=every, auto_dir=folder)  # (checked before the PE is used)
+        Options.build({"checkpoint_every": every, "checkpoint_dir": folder}, environ={})

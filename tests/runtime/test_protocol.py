@@ -5,6 +5,7 @@ import inspect
 
 import pytest
 
+from shoal.options import Options
 from shoal.runtime import protocol
 from shoal.runtime.pe import Runtime
 from shoal.runtime.protocol import KINDS, Kind, handler_table
@@ -12,7 +13,7 @@ from shoal.runtime.protocol import KINDS, Kind, handler_table
 
 def bare_runtime() -> Runtime:
     rt = Runtime.__new__(Runtime)  # no MPI: only the managers and the handler table
-    rt._attach_managers()
+    rt._attach_managers(Options())
     return rt
 
 

@@ -5,7 +5,6 @@ cannot be served is one line on stderr with exit code 2."""
 
 import ast
 import json
-import os
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import pytest
 from mpi_jobs import JOBS, TIMEOUT
 
 from shoal import jobdir as jd
+from shoal.jobdir import JobDir
 from shoal.launch import mpiexec
 
 JOB = JOBS / "autockpt.py"
@@ -47,7 +47,7 @@ def ranks(program: Path) -> int:
 
 def wait_running(home: Path, pes: int, job: subprocess.Popen) -> None:
     end = time.monotonic() + TIMEOUT
-    while (jd.read_json(home / jd.RUNNING) or {}).get("pes") != pes:
+    while (JobDir(home).running() or {}).get("pes") != pes:
         assert job.poll() is None, job.communicate()
         assert time.monotonic() < end, "the job did not start"
         time.sleep(0.05)
@@ -87,7 +87,7 @@ def test_a_job_shrunk_then_expanded_while_it_runs_ends_bit_identical(plain, tmp_
     assert "resizing the job from 2 to 3 PEs" in stderr
     assert f"job directory {home}" in stderr
     assert not home.exists()  # shoal run made it: removed, with the resize checkpoints
-    assert not jd.node_local(home).parent.exists()
+    assert not (jd.SHM / f"shoal-{home.name}").exists()
     assert ranks(JOB) == 0
 
 
@@ -95,7 +95,7 @@ def test_a_job_shrunk_then_expanded_while_it_runs_ends_bit_identical(plain, tmp_
 def fake_job(tmp_path) -> Path:
     """A job directory as a running job of 3 PEs leaves it (this process stands for the
     supervisor), so that shoal ctl's own checks can be tried without a job."""
-    jd.write_json(tmp_path / jd.JOB, {"pid": os.getpid(), "pes": 3, "launch": 1})
+    JobDir(tmp_path).announce(3, 1)
     return tmp_path
 
 
@@ -131,8 +131,9 @@ def test_a_request_nobody_serves_in_time_is_reported_and_stays(fake_job):
 
 
 def test_the_job_takes_a_request_once_and_drops_one_for_its_own_size(tmp_path):
-    jd.write_json(tmp_path / jd.CONTROL, {"pes": 2, "at": 0.0})
-    assert jd.take_request(tmp_path, 3) == {"pes": 2, "at": 0.0}
-    assert jd.take_request(tmp_path, 3) is None  # taken: gone
-    jd.write_json(tmp_path / jd.CONTROL, {"pes": 3, "at": 0.0})
-    assert jd.take_request(tmp_path, 3) is None and not (tmp_path / jd.CONTROL).exists()
+    home = JobDir(tmp_path)
+    home.ask_resize(2, 0.0)
+    assert home.take_request(3) == {"pes": 2, "at": 0.0}
+    assert home.take_request(3) is None  # taken: gone
+    home.ask_resize(3, 0.0)
+    assert home.take_request(3) is None and not (tmp_path / jd.CONTROL).exists()

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import NoReturn
 
 import click
 
-from shoal import jobdir as jd
 from shoal.errors import UsageError
+from shoal.jobdir import JOB, JobDir, alive
 
 POLL = 0.05  # seconds between two looks at the job directory while waiting
 
@@ -30,16 +29,16 @@ def ctl(home: str, command: str, pes: int | None, wait: str) -> None:
     from shoal.units import parse_duration
 
     limit = parse_duration(wait, "--wait")
-    root = Path(home)
+    root = JobDir(home)
     job = _job(root)
     if command == "status":
-        running = jd.read_json(root / jd.RUNNING) or {}
+        running = root.running() or {}
         click.echo(f"job {job['pid']}: {job['pes']} PE(s), launch {job['launch']}"
                    + ("" if running.get("pes") == job["pes"] else " (starting)"))
         return
     _check(command, pes, job["pes"])
     asked = time.time()
-    jd.write_json(root / jd.CONTROL, {"pes": pes, "at": asked})
+    root.ask_resize(pes, asked)
     if limit <= 0:
         click.echo(f"asked job {job['pid']} to {command} from {job['pes']} to {pes} PEs")
         return
@@ -48,13 +47,13 @@ def ctl(home: str, command: str, pes: int | None, wait: str) -> None:
                f"{seconds:.2f} s")
 
 
-def _job(root: Path) -> dict:
-    job = jd.read_json(root / jd.JOB)
+def _job(root: JobDir) -> dict:
+    job = root.job()
     if job is None:
-        raise UsageError(f"{root} is not the directory of a running shoal run job (no "
-                         f"{jd.JOB}): give the path shoal run printed, or its --jobdir")
-    if not jd.alive(job.get("pid")):
-        raise UsageError(f"the job of {root} (shoal run {job.get('pid')}) has ended")
+        raise UsageError(f"{root.path} is not the directory of a running shoal run job (no "
+                         f"{JOB}): give the path shoal run printed, or its --jobdir")
+    if not alive(job.get("pid")):
+        raise UsageError(f"the job of {root.path} (shoal run {job.get('pid')}) has ended")
     return job
 
 
@@ -70,14 +69,14 @@ def _check(command: str, pes: int | None, now: int) -> None:
                          f"(or shrink {pes})")
 
 
-def _until_running(root: Path, pes: int, asked: float, limit: float) -> float:
+def _until_running(root: JobDir, pes: int, asked: float, limit: float) -> float:
     """Wait until PE 0 says the job runs on ``pes`` PEs (since after ``asked``)."""
     end = time.monotonic() + limit
     while time.monotonic() < end:
-        running = jd.read_json(root / jd.RUNNING) or {}
+        running = root.running() or {}
         if running.get("pes") == pes and running.get("at", 0) >= asked:
             return float(running["at"]) - asked
-        if jd.read_json(root / jd.JOB) is None:
+        if root.job() is None:
             _unserved("the job ended before it was resized")
         time.sleep(POLL)
     _unserved(f"the job has not run on {pes} PEs within {limit:g} s: it resizes at its "

@@ -164,7 +164,7 @@ def run(nprocs: int | None, interval: str, duration: str, window: str, entry_siz
         max_outstanding: int, poll_max: str, rows: int) -> None:
     """Run the gossip service over MPI and print the cluster as rank 0 sees it."""
     from shoal.gossip.records import state_dtype
-    from shoal.launch import require_mpi
+    from shoal.rank import require_mpi
 
     ival = _interval(interval)
     dur = units.parse_duration(duration, "--duration")
@@ -193,7 +193,7 @@ def _rank_main(ival, dur, win, esize, max_outstanding, pmax, rows) -> None:
     from mpi4py import MPI
 
     from shoal.gossip.service import GossipService
-    from shoal.launch import abort_on_error
+    from shoal.rank import abort_on_error
 
     comm = MPI.COMM_WORLD
     with abort_on_error(comm):
@@ -248,7 +248,7 @@ def _print_cluster(snap, stats, service, rows) -> None:
 def overhead(nprocs, app, every, intervals, window, repeat, size_hint, csv_path,
              plot) -> None:
     """Measure what gossip costs an application on the same ranks (seed 000, Table 1)."""
-    from shoal.launch import require_mpi
+    from shoal.rank import require_mpi
 
     check_outputs({"--csv": csv_outputs(csv_path), "--plot": plot})
     ivals = [_interval(x) for x in units.expand_sweep(intervals)]
@@ -265,7 +265,7 @@ def overhead(nprocs, app, every, intervals, window, repeat, size_hint, csv_path,
     from mpi4py import MPI
 
     from shoal.apps.overhead import sweep
-    from shoal.launch import abort_on_error
+    from shoal.rank import abort_on_error
 
     comm = MPI.COMM_WORLD
     with abort_on_error(comm):

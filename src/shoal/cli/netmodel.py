@@ -152,8 +152,9 @@ def _save_profile(regimes, csv_path, save: str) -> None:
               help="Tidy output (k, n, repetition, seconds, bytes_per_s) + JSON sidecar.")
 def bench(nprocs, ks, sizes, repeat, mode, min_time, pseudo_nodes, csv_path) -> None:
     """Measure k pairs exchanging n-byte messages between two nodes (seed 003, 4.1)."""
-    from shoal.launch import abort_on_error, ranks_share_this_host, require_mpi
+    from shoal.launch import ranks_share_this_host
     from shoal.netmodel.bench import geometric_sizes
+    from shoal.rank import abort_on_error, require_mpi
 
     check_outputs({"--csv": csv_outputs(csv_path)})
     klist = _counts(ks, "--k")

@@ -83,26 +83,30 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     (@shoal.when), the task pool (shoal.pool.map) and aggregation (shoal.Aggregator): see
     the README's Runtime section. A rank that ends before shoal.start ends the job with its
     exit code; a rank killed by a signal is named by its PE and host."""
+    from shoal.options import environment
     from shoal.units import parse_duration
 
     limit = None if timeout is None else parse_duration(timeout, "--timeout")
-    env = dict(os.environ)
-    _lb_options(env, strategy, lb_auto, lb_machine, nprocs)
+    _check_lb(strategy, lb_machine, nprocs)
     if trace is not None:
         from shoal.files import check_outputs
 
         check_outputs({"--trace": trace})  # before the run, not after it
-        env["SHOAL_TRACE"] = os.path.abspath(trace)
-    if lb_period is not None:
-        env["SHOAL_LB_PERIOD"] = repr(parse_duration(lb_period, "--lb-period"))
-    if lb_dump is not None:
-        env["SHOAL_LB_DUMP"] = os.path.abspath(lb_dump)
     if restart is not None:
         from shoal.runtime.shards import read_manifest
 
         read_manifest(restart, verify=True)  # a damaged checkpoint: one line, exit 2
-        env["SHOAL_RESTART"] = os.path.abspath(restart)
-    _checkpoint_options(env, every, checkpoint_dir)
+    period = None if lb_period is None else parse_duration(lb_period, "--lb-period")
+    seconds = None if every is None else parse_duration(every, "--checkpoint-every")
+    for flag, value in (("--lb-period", period), ("--checkpoint-every", seconds)):
+        if value is not None and value <= 0:
+            from shoal.errors import UsageError
+
+            raise UsageError(f"{flag} must be longer than 0 s")
+    env = {**os.environ, **environment(
+        lb=strategy, lb_auto=lb_auto, lb_machine=lb_machine, lb_period=period,
+        lb_dump=lb_dump, trace=trace, restart=restart, checkpoint_every=seconds,
+        checkpoint_dir=checkpoint_dir)}
     if ft:
         from shoal.launch import ft_environment
 
@@ -116,37 +120,14 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
                        kills=failures, timeout=limit, jobdir=jobdir, resize_dir=resize_dir))
 
 
-def _lb_options(env: dict[str, str], strategy: str | None, auto: bool,
-                machine: str | None, nprocs: int) -> None:
-    """``--lb``, ``--lb-auto`` and ``--lb-machine`` into the job's environment; a mistake
-    (an unknown strategy, topo without the machine, a torus too small) is said here, not
-    by every rank."""
-    if strategy is None and not auto and machine is None:
+def _check_lb(strategy: str | None, machine: str | None, nprocs: int) -> None:
+    """A mistake in ``--lb`` or ``--lb-machine`` (an unknown strategy, topo without the
+    machine, a torus too small) is said here, not by every rank."""
+    if strategy is None and machine is None:
         return  # (the balancers' modules take 0.2-0.4 s to import)
     from shoal.runtime.lb.machine import Machine
     from shoal.runtime.lb.strategies import LBOptions, chain
 
     torus = None if machine is None else Machine.parse(machine, nprocs)
-    if strategy is not None:
-        if strategy not in ("auto", "none"):
-            chain(strategy, LBOptions(machine=torus))
-        env["SHOAL_LB"] = strategy
-    if auto:
-        env["SHOAL_LB_AUTO"] = "1"
-    if machine is not None:
-        env["SHOAL_LB_MACHINE"] = machine
-
-
-def _checkpoint_options(env: dict[str, str], every: str | None, folder: str | None) -> None:
-    """``--checkpoint-every`` and ``--checkpoint-dir`` into the job's environment."""
-    from shoal.units import parse_duration
-
-    if every is not None:
-        seconds = parse_duration(every, "--checkpoint-every")
-        if seconds <= 0:
-            from shoal.errors import UsageError
-
-            raise UsageError(f"--checkpoint-every must be longer than 0 s (got {every!r})")
-        env["SHOAL_CHECKPOINT_EVERY"] = repr(seconds)
-    if folder is not None:
-        env["SHOAL_CHECKPOINT_DIR"] = os.path.abspath(folder)
+    if strategy is not None and strategy not in ("auto", "none"):
+        chain(strategy, LBOptions(machine=torus))

@@ -12,7 +12,10 @@ from shoal.runtime.api import (
     future,
     iteration,
     lb_history,
+    my_host,
+    my_node,
     my_pe,
+    num_nodes,
     num_pes,
     quiescence,
     restored,
@@ -31,5 +34,6 @@ from shoal.runtime.reducers import Reducer
 
 __all__ = ["Aggregator", "Array", "Channel", "Chare", "Future", "Group", "Reducer",
            "RemoteError", "Runtime", "broadcast_globals", "checkpoint", "create", "destroy",
-           "exit", "future", "iteration", "iwait", "lb_history", "my_pe", "num_pes",
-           "quiescence", "restored", "run_on_all", "sleep", "start", "stats", "when"]
+           "exit", "future", "iteration", "iwait", "lb_history", "my_host", "my_node", "my_pe",
+           "num_nodes", "num_pes", "quiescence", "restored", "run_on_all", "sleep", "start",
+           "stats", "when"]

@@ -7,9 +7,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from shoal.errors import UsageError
+from shoal.jobdir import JobDir
+from shoal.options import Options
 from shoal.runtime.checkpoint import Pending
 from shoal.runtime.context import current
 from shoal.runtime.futures import Future
@@ -30,63 +32,62 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
           restart: str | os.PathLike[str] | None = None, **options: Any) -> None:
     """Run the runtime on every rank of ``comm`` (default MPI_COMM_WORLD) until
     :func:`exit` or until ``main`` returns; ``main(*args)`` runs on PE 0, as a coroutine if
-    it is an ``async def``. ``options`` go to :class:`~shoal.runtime.pe.Runtime`
-    (``poll_spin``, ``poll_max``, ``cpu_stats``, ``shm_bytes``, ``pool_bytes``, ``lb``,
-    ``lb_period``, ``lb_dump``, ``lb_auto``, ``lb_machine``, ``trace``, ``checkpoint_every``,
-    ``checkpoint_dir``, ``ft``;
-    the environment variables ``SHOAL_LB``, ``SHOAL_LB_PERIOD``, ``SHOAL_LB_DUMP``,
-    ``SHOAL_LB_AUTO``, ``SHOAL_LB_MACHINE``, ``SHOAL_TRACE``, ``SHOAL_CHECKPOINT_EVERY``,
-    ``SHOAL_CHECKPOINT_DIR`` and ``SHOAL_FT`` (``1``), which ``shoal run --lb`` and friends
-    set, give the last nine
-    when they are not passed; under ``shoal run`` the automatic checkpoints go to
-    ``$SHOAL_JOBDIR/auto`` by default). In library mode, pass the communicator of the ranks
-    that take part: control returns when the runtime exits.
+    it is an ``async def``. ``options`` are the runtime's settings
+    (:data:`shoal.options.SETTINGS`: ``lb``, ``lb_period``, ``lb_dump``, ``lb_auto``,
+    ``lb_machine``, ``trace``, ``checkpoint_every``, ``checkpoint_dir``, ``ft``,
+    ``cpu_stats``, ``poll_spin``, ``poll_max``, ``shm_bytes``, ``pool_bytes``); those not
+    passed come from their environment variables (``SHOAL_LB``, ``SHOAL_TRACE``, ...,
+    which ``shoal run --lb`` and friends set); under ``shoal run`` the automatic
+    checkpoints go to the job directory's ``auto/`` by default. In library mode, pass the
+    communicator of the ranks that take part: control returns when the runtime exits.
     ``restart``: a checkpoint directory (:func:`checkpoint`; default ``$SHOAL_RESTART``,
     which ``shoal run --restart`` sets) to start from, on any number of PEs; ``main`` runs
     again and finds the saved state in :func:`restored`. A missing, partial or
     version-mismatched checkpoint raises :class:`~shoal.errors.CheckpointError` here."""
+    from shoal.rank import arm_kills, refuse_singleton
+
+    refuse_singleton()  # srun without the MPI plugin: N jobs of one rank each
     from mpi4py import MPI
 
-    from shoal.launch import register_pe
     from shoal.runtime.shards import read_manifest
-    from shoal.supervise import arm_kills
 
-    _from_environment(options)
-    if restart is None and os.environ.get("SHOAL_RESTART"):
-        restart = os.environ["SHOAL_RESTART"]
+    home = JobDir.of_rank()
     if restart is not None:
-        read_manifest(restart)  # refused on every rank before the runtime starts
         options["restart"] = os.fspath(restart)
+    opts = Options.build(options, jobdir=None if home is None else str(home.path))
+    if opts.checkpoint.restart is not None:
+        read_manifest(opts.checkpoint.restart)  # refused on every rank before the start
     if comm is None:
         comm = MPI.COMM_WORLD
-        register_pe(comm.Get_rank())  # shoal run names it if it is killed
-        handshake(comm)  # every rank is here, or the job ends (see runtime.startup)
+        if home is not None:
+            home.note_pe(comm.Get_rank())  # shoal run names it if it is killed
+        handshake(comm, home)  # every rank is here, or the job ends (runtime.startup)
     else:
         ran()
-    if not options.get("ft"):
-        rt = Runtime(comm, **options)
+    if not opts.checkpoint.ft:
+        rt = Runtime(comm, opts)
         arm_kills(rt.pe)  # shoal run --kill: a failure injected into this PE
         rt.run(main, *args)
     else:
-        rt = _run_tolerant(comm, main, args, options)
+        rt = _run_tolerant(comm, main, args, opts)
     if rt.resized:  # shoal run relaunches the program at the new size: this process ends
         sys.exit(0)
 
 
 def _run_tolerant(comm: MPI.Intracomm, main: Callable[..., Any], args: tuple,
-                  options: dict[str, Any]) -> Runtime:
+                  opts: Options) -> Runtime:
     """``ft=True``: run; when a PE dies, recover on the survivors from the last in-memory
     checkpoint and run again (:mod:`shoal.runtime.recovery`), as often as it happens."""
     from mpi4py import MPI
 
+    from shoal.rank import arm_kills
     from shoal.runtime.recovery import PeFailureError, recover, starting_failed
-    from shoal.supervise import arm_kills
 
     comm.Set_errhandler(MPI.ERRORS_RETURN)
     first = True
     while True:
         try:
-            rt = Runtime(comm, **options)
+            rt = Runtime(comm, opts)
         except Exception as exc:
             starting_failed(exc)
             raise
@@ -97,36 +98,9 @@ def _run_tolerant(comm: MPI.Intracomm, main: Callable[..., Any], args: tuple,
             rt.run(main, *args)
             return rt
         except PeFailureError:
-            comm, options["restart"] = recover(comm, rt)
+            comm, restart = recover(comm, rt)
+            opts = replace(opts, checkpoint=replace(opts.checkpoint, restart=restart))
             comm.Set_errhandler(MPI.ERRORS_RETURN)
-
-
-def _from_environment(options: dict[str, Any]) -> None:
-    """``lb``, ``lb_dump``, ``lb_machine``, ``trace``, ``lb_period``, ``lb_auto``,
-    ``checkpoint_every`` and ``checkpoint_dir`` from ``SHOAL_LB``, ``SHOAL_LB_DUMP``,
-    ``SHOAL_LB_MACHINE``, ``SHOAL_TRACE``,
-    ``SHOAL_LB_PERIOD`` (seconds), ``SHOAL_LB_AUTO`` (``1``), ``SHOAL_CHECKPOINT_EVERY``
-    (seconds) and ``SHOAL_CHECKPOINT_DIR`` (default ``$SHOAL_JOBDIR/auto``)."""
-    for option, name in (("lb", "SHOAL_LB"), ("lb_dump", "SHOAL_LB_DUMP"),
-                         ("lb_machine", "SHOAL_LB_MACHINE"), ("trace", "SHOAL_TRACE"),
-                         ("checkpoint_dir", "SHOAL_CHECKPOINT_DIR")):
-        if option not in options and os.environ.get(name):
-            options[option] = os.environ[name]
-    for option, name in (("lb_auto", "SHOAL_LB_AUTO"), ("ft", "SHOAL_FT")):
-        if option not in options and os.environ.get(name) == "1":
-            options[option] = True
-    for option, name in (("lb_period", "SHOAL_LB_PERIOD"),
-                         ("checkpoint_every", "SHOAL_CHECKPOINT_EVERY")):
-        value = os.environ.get(name)
-        if option not in options and value:
-            try:
-                options[option] = float(value)
-            except ValueError:
-                raise UsageError(f"{name} must be a number of seconds, not {value!r}"
-                                 ) from None
-    jobdir = os.environ.get("SHOAL_JOBDIR")
-    if options.get("checkpoint_every") and "checkpoint_dir" not in options and jobdir:
-        options["checkpoint_dir"] = os.path.join(jobdir, "auto")
 
 
 def exit() -> None:
@@ -197,6 +171,23 @@ def my_pe() -> int:
 
 def num_pes() -> int:
     return current().npes
+
+
+def my_host() -> str:
+    """The host this PE runs on (:mod:`shoal.runtime.nodes`)."""
+    rt = current()
+    return rt.nodes.hosts[rt.pe]
+
+
+def my_node() -> int:
+    """The number of this PE's node (nodes are numbered in the order of their first PE)."""
+    rt = current()
+    return int(rt.nodes.node[rt.pe])
+
+
+def num_nodes() -> int:
+    """How many nodes (hosts) the PEs run on."""
+    return current().nodes.count
 
 
 def stats() -> dict[str, Any]:

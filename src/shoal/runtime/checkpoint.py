@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from shoal._version import __version__
 from shoal.errors import CheckpointError, UsageError
+from shoal.jobdir import JobDir
 from shoal.runtime import shards
 from shoal.runtime.buddy import STORE, buddies
 from shoal.runtime.collection import Collection, Slot
@@ -70,6 +71,7 @@ from shoal.runtime.resize import Resize
 if TYPE_CHECKING:
     from collections.abc import Generator
 
+    from shoal.options import Checkpointing
     from shoal.runtime.pe import Runtime
 
 
@@ -93,13 +95,9 @@ class Pending:
 class Checkpoints:
     """The checkpoint manager of one PE (the decisions are PE 0's)."""
 
-    def __init__(self, rt: Runtime, restart: str | os.PathLike[str] | InMemory | None = None,
-                 every: float | None = None, auto_dir: str | os.PathLike[str] | None = None):
-        if every is not None and not (isinstance(every, (int, float)) and every > 0):
-            raise UsageError(f"checkpoint_every must be a number of seconds > 0, not {every!r}")
-        if every is not None and auto_dir is None:
-            raise UsageError("checkpoint_every needs checkpoint_dir (shoal run gives its job "
-                             "directory; with shoal.start pass checkpoint_dir=...)")
+    def __init__(self, rt: Runtime, options: Checkpointing):
+        restart, every, auto_dir = (options.restart, options.checkpoint_every,
+                                    options.checkpoint_dir)
         self.rt = rt
         self.restart = restart
         self.every = every  # automatic checkpoints: at most one per so many seconds
@@ -382,13 +380,9 @@ class Checkpoints:
     @staticmethod
     def _tell_supervisor(root: Path) -> None:
         """``shoal run`` restarts from the last checkpoint the job completed: it is here."""
-        jobdir = os.environ.get("SHOAL_JOBDIR")
-        if not jobdir:
-            return
-        note = Path(jobdir) / "checkpoint"
-        staged = note.with_suffix(".tmp")
-        staged.write_text(str(root.resolve()) + "\n")
-        staged.rename(note)
+        home = JobDir.of_rank()
+        if home is not None:
+            home.note_checkpoint(root)
 
     # ----------------------------------------------------------------- restarting
     def restored(self) -> Any:

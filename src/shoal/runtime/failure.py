@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from shoal.launch import abort_job
+from shoal.rank import abort_job
 from shoal.runtime.context import _Process
 
 

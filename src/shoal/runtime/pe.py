@@ -40,7 +40,8 @@ from typing import Any
 from numpy import ndarray
 
 from shoal.errors import ShoalError, UsageError
-from shoal.launch import abort_job
+from shoal.options import Options
+from shoal.rank import abort_job
 from shoal.runtime import collector
 from shoal.runtime.aggregation import Aggregation
 from shoal.runtime.checkpoint import Checkpoints
@@ -56,6 +57,7 @@ from shoal.runtime.guards import GuardError, Guards
 from shoal.runtime.lb.driver import Balancer
 from shoal.runtime.location import Location
 from shoal.runtime.migration import Migration
+from shoal.runtime.nodes import NodeMap
 from shoal.runtime.pool import Pool
 from shoal.runtime.protocol import (
     BCAST_REQ,
@@ -81,15 +83,13 @@ from shoal.runtime.protocol import (
 )
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
 from shoal.runtime.queue import Queue
-from shoal.runtime.recovery import InMemory, PeFailureError, is_failure
+from shoal.runtime.recovery import PeFailureError, is_failure
 from shoal.runtime.trace import Tracer
 from shoal.runtime.wire.codec import pack_args, unpack_args
-from shoal.runtime.wire.pool import POOL_BYTES
 from shoal.runtime.wire.transport import Transport
 
 __all__ = ["Runtime"]
 
-SHM_BYTES = 32 << 20  # shared memory per PE for large buffers to PEs of its node
 TURN = 1e-3  # seconds of queued work before the scheduler looks at the network again
 SPIN_ALONE = 2e-5  # seconds an idle PE polls before it yields its core at every turn
 SEND_SPIN = 2e-4  # seconds an idle PE with sends in flight polls before it naps
@@ -170,31 +170,31 @@ class Runtime:
         "work",
     )
 
-    def __init__(self, comm: Any, *, poll_spin: float = 2e-4, poll_max: float = 1e-3,
-                 instrument: bool = True, cpu_stats: bool = False, shm_bytes: int = SHM_BYTES,
-                 lb: str | None = None, lb_period: float | None = None,
-                 lb_dump: str | None = None, lb_auto: bool = False,
-                 lb_machine: str | None = None,
-                 restart: str | InMemory | None = None, checkpoint_every: float | None = None,
-                 checkpoint_dir: str | None = None, ft: bool = False,
-                 trace: str | None = None, pool_bytes: int = POOL_BYTES):
-        if not (0 <= poll_spin and 0 < poll_max):
-            raise UsageError("poll_spin must be >= 0 and poll_max > 0 (seconds)")
-        if not (isinstance(shm_bytes, int) and shm_bytes >= 0):
-            raise UsageError(f"shm_bytes must be a whole number of bytes >= 0, not {shm_bytes!r}")
+    def __init__(self, comm: Any, options: Options | None = None, **settings: Any):
+        """A PE on ``comm``: its settings are ``options``, else the keyword ``settings``
+        (:data:`shoal.options.SETTINGS`: ``lb=``, ``trace=``, ...), checked in
+        :meth:`Options.build` (the environment is read by ``shoal.start``, not here)."""
+        if options is None:
+            options = Options.build(settings, environ={})
+        elif settings:
+            raise UsageError("give the runtime's settings as options or as keywords, not both")
+        ft = options.checkpoint.ft
+        poll_spin, poll_max = options.transport.poll_spin, options.transport.poll_max
+        if not poll_max > 0:
+            raise UsageError("poll_max must be a number of seconds > 0")
+        tracing = options.tracing
         self.ft = ft  # a dead peer raises PeFailureError from run() (shoal.runtime.recovery)
-        if not (isinstance(pool_bytes, int) and pool_bytes >= 0):
-            raise UsageError(f"pool_bytes must be a whole number of bytes >= 0, not "
-                             f"{pool_bytes!r}")
-        self.net = Transport(comm, 0 if ft else shm_bytes, pool_bytes)
+        self.net = Transport(comm, 0 if ft else options.transport.shm_bytes,
+                             options.transport.pool_bytes)
         _precise_sleep()
         self.pe: int = self.net.rank
         self.npes: int = self.net.size
+        self.nodes = NodeMap.gather(comm)  # the host of every PE
         self.poll_spin = poll_spin
         self.poll_max = poll_max
-        self.cpu_stats = cpu_stats and instrument
-        self.tracer = None if trace is None else Tracer(trace, self.pe)
-        self.instrument = instrument or self.tracer is not None
+        self.cpu_stats = tracing.cpu_stats and tracing.instrument
+        self.tracer = None if tracing.trace is None else Tracer(tracing.trace, self.pe)
+        self.instrument = tracing.instrument or self.tracer is not None
         # after each call: its CPU time, its trace event (one test on the hot path for both)
         self.detailed = self.cpu_stats or self.tracer is not None
         self.colls: dict[int, Collection] = {}
@@ -221,13 +221,9 @@ class Runtime:
         self.run_invoke: Callable[[Slot, tuple], None] = self._run_invoke
         self.run_envelope: Callable[[tuple, None], None] = self._run_envelope
         self.run_task: Callable[[Task, Any], None] = self._resume
-        self._attach_managers(lb, lb_period, lb_dump, lb_auto, lb_machine,
-                              Checkpoints(self, restart, checkpoint_every, checkpoint_dir))
+        self._attach_managers(options)
 
-    def _attach_managers(self, lb: str | None = None, lb_period: float | None = None,
-                         lb_dump: str | None = None, lb_auto: bool = False,
-                         lb_machine: str | None = None,
-                         checkpoints: Checkpoints | None = None) -> None:
+    def _attach_managers(self, options: Options) -> None:
         """The managers, and the handler of every message kind (an error at start-up if
         one is missing)."""
         self.location = Location(self)
@@ -238,8 +234,8 @@ class Runtime:
         self.sections = Sections(self)
         self.guards = Guards(self)
         self.pool = Pool(self)
-        self.balancer = Balancer(self, lb, lb_period, lb_dump, lb_auto, lb_machine)
-        self.checkpoints = checkpoints or Checkpoints(self)
+        self.balancer = Balancer(self, options.balancing)
+        self.checkpoints = Checkpoints(self, options.checkpoint)
         self.aggregation = Aggregation(self)
         self.handlers = handler_table(self)
 
@@ -784,15 +780,18 @@ class Runtime:
         method (calls, wall seconds, CPU seconds if ``cpu_stats``), messages and bytes sent
         per (sender, receiver) pair by the senders on this PE (bytes count what went on the
         wire: 0 between elements of one PE), idle seconds, and the bytes this PE sent (of
-        them, through shared memory)."""
+        them, through shared memory), with the PE's ``host`` and ``node`` number
+        (:mod:`shoal.runtime.nodes`)."""
         self.location.forget_links()
         elements = {slot.key: {m: tuple(v) for m, v in slot.stats.items()}
                     for coll in self.colls.values() for slot in coll.local.values()}
         comm = {(slot.key, dst): tuple(v[:2]) for coll in self.colls.values()
                 for slot in coll.local.values() for dst, v in slot.out.items()}
         comm.update({(self.pe_key, dst): tuple(v[:2]) for dst, v in self.pe_out.items()})
-        return {"pe": self.pe, "elements": elements, "idle": self.idle_seconds(), "comm": comm,
-                "bytes_sent": self.net.bytes_sent, "bytes_shared": self.net.bytes_shared}
+        return {"pe": self.pe, "host": self.nodes.hosts[self.pe],
+                "node": int(self.nodes.node[self.pe]), "elements": elements,
+                "idle": self.idle_seconds(), "comm": comm, "bytes_sent": self.net.bytes_sent,
+                "bytes_shared": self.net.bytes_shared}
 
     def idle_seconds(self) -> float:
         """Seconds this PE waited for work, in its loop or for a flow-control window."""

@@ -109,7 +109,7 @@ def recover(base: MPI.Intracomm, rt: Runtime) -> tuple[MPI.Intracomm, InMemory]:
             comm.Revoke()
         except Exception:
             pass
-    from shoal.supervise import die_in_recovery
+    from shoal.rank import die_in_recovery
 
     try:
         new = cast("MPI.Intracomm", base.Shrink())  # (mpi4py's stubs say Comm)

@@ -8,12 +8,12 @@ its scheduler (no thread, nothing runs while the PE is idle but the timer). A re
 served at the job's next consistent point, the one automatic checkpoints use
 (:meth:`~shoal.runtime.checkpoint.Checkpoints.at_sync_point` or ``shoal.iteration(state)``
 in main): the runtime checkpoints every element and main's last ``iteration`` state into
-node-local memory (``/dev/shm``, or ``--checkpoint-dir`` on a cluster whose nodes do not
-share it), writes ``JOBDIR/resize.json`` and ends the job cleanly on every PE. ``shoal run``
-(:func:`shoal.supervise.supervise`) relaunches the program on the new number of processes
-from that checkpoint: elements are spread over the new PEs as on any restart (and balanced
-when an LB is configured), and ``main`` continues from its restored state. No process of
-the old size stays behind.
+node-local memory (``/dev/shm``; the job directory when the job spans nodes, or
+``--checkpoint-dir``), writes ``JOBDIR/resize.json`` and ends the job cleanly on every
+PE. ``shoal run`` (:func:`shoal.supervise.supervise`) relaunches the program on the new
+number of processes from that checkpoint: elements are spread over the new PEs as on any
+restart (and balanced when an LB is configured), and ``main`` continues from its restored
+state. No process of the old size stays behind.
 
 Charm++ shrinks the same way since its residual processes were removed (seed 002 ref. [16]):
 the objects are checkpointed in memory, the processes restart at the new size and the
@@ -26,12 +26,10 @@ objects inside a running MPI job instead would leave the leaving ranks in ``MPI_
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shoal import jobdir as jd
+from shoal.jobdir import JobDir
 
 if TYPE_CHECKING:
     from shoal.runtime.pe import Runtime
@@ -44,8 +42,8 @@ class Resize:
 
     def __init__(self, rt: Runtime):
         self.rt = rt
-        home = os.environ.get("SHOAL_JOBDIR")
-        self.home = Path(home) if home and rt.pe == 0 else None
+        home = JobDir.of_rank()
+        self.home = home if home is not None and rt.pe == 0 else None
         self.request: dict[str, Any] | None = None  # the request waiting or being served
         self.target: Path | None = None  # its checkpoint, once it is being taken
 
@@ -54,12 +52,12 @@ class Resize:
         start watching."""
         if self.home is None:
             return
-        jd.write_json(self.home / jd.RUNNING, {"pes": self.rt.npes, "at": time.time()})
+        self.home.note_running(self.rt.npes)
         self.rt.after(POLL, self._watch)
 
     def _watch(self) -> None:
         assert self.home is not None
-        self.request = jd.take_request(self.home, self.rt.npes)
+        self.request = self.home.take_request(self.rt.npes)
         if self.request is None:
             self.rt.after(POLL, self._watch)
 
@@ -71,7 +69,7 @@ class Resize:
         """The request is served now: where its checkpoint goes (``SHOAL_RESIZE_DIR``,
         which the supervisor sets: node-local memory unless ``--checkpoint-dir``)."""
         assert self.home is not None
-        self.target = Path(os.environ.get("SHOAL_RESIZE_DIR") or jd.node_local(self.home))
+        self.target = self.home.resize_target()
         return self.target
 
     def done(self, root: Path) -> None:
@@ -80,5 +78,5 @@ class Resize:
         if self.target is None or root != self.target:
             return
         assert self.home is not None and self.request is not None
-        jd.write_json(self.home / jd.RESIZE, {**self.request, "checkpoint": str(root)})
+        self.home.note_resized(self.request, root)
         self.rt.exit(resize=True)

@@ -47,10 +47,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from shoal.launch import RANK_VARIABLES, abort_job
+from shoal.jobdir import ENV as JOBDIR_ENV
+from shoal.rank import RANK_VARIABLES, abort_job
 
 if TYPE_CHECKING:
     from mpi4py import MPI
+
+    from shoal.jobdir import JobDir
 
 TAG = 32700  # of MPI_COMM_WORLD, for the handshake (MPI guarantees tags up to 32767)
 SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS")
@@ -82,7 +85,7 @@ def arm(chare: type | None = None) -> None:
 def _in_job(under_run: bool) -> bool:
     """A rank of an MPI job of several ranks (the launchers set ``PMI_RANK`` and friends),
     under ``shoal run`` (``SHOAL_JOBDIR``) if ``under_run``."""
-    if under_run and "SHOAL_JOBDIR" not in os.environ:
+    if under_run and JOBDIR_ENV not in os.environ:
         return False
     if not any(v in os.environ for v in RANK_VARIABLES):
         return False
@@ -172,21 +175,45 @@ def _cli() -> bool:
     return spec is not None and spec.name == "shoal.__main__"
 
 
-def handshake(world: MPI.Intracomm) -> None:
+def handshake(world: MPI.Intracomm, home: JobDir | None = None) -> None:
     """The start of ``shoal.start`` on ``MPI_COMM_WORLD``: returns once every rank has
-    called it; aborts the job if one ended before (see the module doc)."""
+    called it; aborts the job if one ended before (see the module doc), or if a rank does
+    not see the job directory ``home`` of ``shoal run`` (a node-local path on a job that
+    spans nodes)."""
     _State.handshake = True
     size = world.Get_size()
+    seen = home is None or home.visible()
     if size == 1:
         return
     if world.Get_rank() == 0:
+        blind = [] if seen else [(0, socket.gethostname())]
         for _ in range(size - 1):
-            _check(_receive(world, None))
+            got = _receive(world, None)
+            _check(got)
+            assert got is not None
+            (_, host, sees), rank = got
+            if not sees:
+                blind.append((rank, host))
+        if blind and home is not None:
+            _blind(home, sorted(blind))
         for dest in range(1, size):
             world.send(("go",), dest, TAG)
     else:
-        world.send(("started",), 0, TAG)
+        world.send(("started", socket.gethostname(), seen), 0, TAG)
         _check(_receive(world, 0))
+
+
+def _blind(home: JobDir, blind: list[tuple[int, str]]) -> NoReturn:
+    """End the job: PEs of ``blind`` (rank, host) do not see the job directory."""
+    from mpi4py import MPI
+
+    hosts = sorted({host for _, host in blind})
+    pes = ", ".join(str(rank) for rank, _ in blind)
+    abort_job(MPI.COMM_WORLD, f"shoal: error: the job directory {home.path} is not visible "
+              f"on host(s) {', '.join(hosts)} (PEs {pes}): the PEs of a job that spans nodes "
+              "need one on a file system every node mounts; pass --jobdir DIR on a shared "
+              "path to shoal run\n", 2)
+    raise SystemExit(2)  # (Abort does not return)
 
 
 def _receive(world: MPI.Intracomm, source: int | None,

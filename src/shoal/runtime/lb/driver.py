@@ -65,6 +65,7 @@ from shoal.runtime.protocol import (
 from shoal.runtime.reducers import Reducer
 
 if TYPE_CHECKING:
+    from shoal.options import Balancing
     from shoal.runtime.collection import Slot
     from shoal.runtime.lb.machine import Machine
     from shoal.runtime.pe import Runtime
@@ -110,16 +111,15 @@ class Synced:
 class Balancer:
     """The load balancer of one PE (the decisions are the root's)."""
 
-    def __init__(self, rt: Runtime, strategy: str | None, period: float | None,
-                 dump: str | None = None, auto: bool = False, machine: str | None = None):
+    def __init__(self, rt: Runtime, options: Balancing):
+        strategy, period, dump = options.lb, options.lb_period, options.lb_dump
+        auto, machine = options.lb_auto, options.lb_machine
         if strategy == "auto":  # lb="auto": the MetaBalancer with the default strategy
             strategy, auto = None, True
         # lb="none": AtSync points resume at once, no step ever (a baseline to compare with)
         self.off = strategy == "none"
         if self.off:
             strategy = period = None
-        if period is not None and not (isinstance(period, (int, float)) and period > 0):
-            raise UsageError(f"lb_period must be a number of seconds > 0, not {period!r}")
         self.dump = None if dump is None else Path(dump)
         if self.dump is not None and self.dump.exists() and not self.dump.is_dir():
             raise UsageError(f"lb_dump: {dump} is a file; give a directory for the "
@@ -164,7 +164,8 @@ class Balancer:
     def _load(self, name: str) -> Callable[[LBDatabase], np.ndarray]:
         from shoal.runtime.lb.strategies import LBOptions, chain
 
-        return chain(name, LBOptions(machine=self.machine))
+        nodes = self.rt.nodes.node if self.rt.nodes.count > 1 else None
+        return chain(name, LBOptions(machine=self.machine, nodes=nodes))
 
     def prepare(self) -> None:
         """At the root, when balancing will happen (an at_sync array exists, or a period
@@ -404,6 +405,11 @@ class Balancer:
                        "after_measured": None, "migrations": len(moved),
                        "bytes_moved": int(db.size[moved].sum()),
                        "strategy_time": strategy_time}
+        if rt.nodes.count > 1 and db.src.size:  # bytes between nodes, on the real node map
+            after = np.where(db.migratable, placement, db.pe)
+            for when, where in (("before", db.pe), ("after", after)):
+                self.record[f"node_bytes_{when}"] = rt.nodes.cross_bytes(
+                    where[db.src], where[db.dst], db.bytes)
         if self.machine is not None:  # bytes x hops on the torus (seed 004, Section 3)
             self.record["hop_bytes_before"] = self.machine.hop_bytes(db)
             self.record["hop_bytes_after"] = self.machine.hop_bytes(

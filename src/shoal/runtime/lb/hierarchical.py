@@ -44,11 +44,15 @@ class Group:
     migratable: np.ndarray
 
 
-def groups(db: LBDatabase, size: int, machine: Machine | None) -> list[Group]:
-    """The groups: the PEs of each node of ``machine``, else blocks of ``size`` PEs."""
+def groups(db: LBDatabase, size: int, machine: Machine | None,
+           nodes: np.ndarray | None = None) -> list[Group]:
+    """The groups: the PEs of each node of ``machine``, else of each node of ``nodes`` (the
+    node of every PE), else blocks of ``size`` PEs."""
     if machine is not None:
         machine.check(db)
         _, of_pe = np.unique(machine.node, return_inverse=True)
+    elif nodes is not None and len(nodes) == db.npes:
+        _, of_pe = np.unique(nodes, return_inverse=True)
     else:
         if size < 1:
             raise UsageError(f"hierarchical groups need at least 1 PE, not {size}")
@@ -157,11 +161,12 @@ def balance_group(group: Group, leaving: np.ndarray, arriving: Group) -> tuple[n
     return objects, group.pes[greedy_refine(sub)]
 
 
-def hierarchical(db: LBDatabase, group: int = 64, machine: Machine | None = None
-                 ) -> np.ndarray:
+def hierarchical(db: LBDatabase, group: int = 64, machine: Machine | None = None,
+                 nodes: np.ndarray | None = None) -> np.ndarray:
     """HybridLB: balance between groups on coarsened loads, then inside each group (module
-    docstring). Groups are the nodes of ``machine`` when given, else ``group`` PEs each."""
-    parts = groups(db, group, machine)
+    docstring). Groups are the nodes of ``machine`` when given, else the nodes the PEs run
+    on (``nodes``, from the runtime), else ``group`` PEs each."""
+    parts = groups(db, group, machine, nodes)
     moves = transfers(np.array([summarise(g) for g in parts]).reshape(-1, 3))
     sending: dict[int, list[tuple[int, float]]] = {}
     for src, dst, amount in moves:

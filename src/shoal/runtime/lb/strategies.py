@@ -69,10 +69,13 @@ class LBOptions:
     the strategies that take a keyword of that name.
 
     ``machine``: the torus and the node of every PE (``topo`` needs it; ``hierarchical``
-    groups the PEs of a node when it is given); ``group``: PEs per group of
-    ``hierarchical`` without a machine; ``seed``: the random choices of ``distributed``."""
+    groups the PEs of a node when it is given); ``nodes``: the node of every PE where the
+    job runs (the runtime's real map, when the PEs span nodes: ``hierarchical``'s groups
+    without a machine); ``group``: PEs per group of ``hierarchical`` without either;
+    ``seed``: the random choices of ``distributed``."""
 
     machine: Machine | None = None
+    nodes: np.ndarray | None = None
     group: int = 64
     seed: int = 0
 

@@ -25,9 +25,10 @@ from collections import OrderedDict
 
 import numpy as np
 
+from shoal.options import POOL_BYTES
+
 PAGE = 4096
 PER_CLASS = 4  # buffers of one size class kept, in use or free
-POOL_BYTES = 64 << 20  # the default bound of a PE's pool
 # references to a free buffer while get() looks at it: its class list, the LRU order, the
 # loop variable and getrefcount's argument
 _FREE = 4

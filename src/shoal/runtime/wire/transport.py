@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from shoal.errors import UsageError
+from shoal.options import POOL_BYTES
 from shoal.runtime.wire.codec import OOB_MIN
 from shoal.runtime.wire.flow import BACKLOG, UNIT, WINDOW, Flow
-from shoal.runtime.wire.pool import POOL_BYTES, Pool
+from shoal.runtime.wire.pool import Pool
 from shoal.runtime.wire.shm import open_arena
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from shoal.launch import _drained
+from shoal.rank import _drained
 
 
 def test_waits_until_the_reader_has_taken_what_was_written():

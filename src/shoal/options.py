@@ -1,0 +1,177 @@
+"""The runtime's settings, each defined once: its name as a keyword of ``shoal.start`` and
+``Runtime``, its environment variable (what ``shoal run``'s flags set for the ranks), its
+kind, and the section of :class:`Options` it belongs to.
+
+:meth:`Options.build` is the one place where arguments and the environment become options:
+a keyword given wins over its variable; every value is checked here and a wrong one names
+the setting and says what it takes. ``shoal run`` writes its flags with :func:`environment`,
+so the names on both sides are the ones of :data:`SETTINGS`. (The anchors: dask's config,
+one documented table of keys, and mpi4py's ``rc``, read once before MPI starts.)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shoal.errors import UsageError
+
+SHM_BYTES = 32 << 20  # shared memory per PE for large buffers to PEs of its node
+POOL_BYTES = 64 << 20  # the default bound of a PE's pool of receive buffers
+RESTART_ENV = "SHOAL_RESTART"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: ``name`` (keyword), ``env`` (variable, or "" for none), ``kind``
+    (``text``, ``path``, ``flag``, ``seconds``, ``bytes``), its :class:`Options` section."""
+
+    name: str
+    env: str
+    kind: str
+    section: str
+
+
+SETTINGS = (
+    Setting("lb", "SHOAL_LB", "text", "balancing"),
+    Setting("lb_period", "SHOAL_LB_PERIOD", "seconds", "balancing"),
+    Setting("lb_dump", "SHOAL_LB_DUMP", "path", "balancing"),
+    Setting("lb_auto", "SHOAL_LB_AUTO", "flag", "balancing"),
+    Setting("lb_machine", "SHOAL_LB_MACHINE", "text", "balancing"),
+    Setting("checkpoint_every", "SHOAL_CHECKPOINT_EVERY", "seconds", "checkpoint"),
+    Setting("checkpoint_dir", "SHOAL_CHECKPOINT_DIR", "path", "checkpoint"),
+    Setting("restart", RESTART_ENV, "path", "checkpoint"),
+    Setting("ft", "SHOAL_FT", "flag", "checkpoint"),
+    Setting("trace", "SHOAL_TRACE", "path", "tracing"),
+    Setting("cpu_stats", "", "flag", "tracing"),
+    Setting("instrument", "", "flag", "tracing"),
+    Setting("poll_spin", "", "seconds", "transport"),
+    Setting("poll_max", "", "seconds", "transport"),
+    Setting("shm_bytes", "", "bytes", "transport"),
+    Setting("pool_bytes", "", "bytes", "transport"),
+)
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class Balancing:
+    lb: str | None = None  # strategy or chain, "auto", "none"; None: greedy_refine at AtSync
+    lb_period: float | None = None  # also balance every so many seconds
+    lb_dump: str | None = None  # write each step's database here
+    lb_auto: bool = False  # the MetaBalancer decides at every AtSync point
+    lb_machine: str | None = None  # the torus of the PEs (TORUS[:CORES|:MAP.csv])
+
+
+@dataclass(frozen=True)
+class Checkpointing:
+    checkpoint_every: float | None = None  # automatic checkpoints at most this often
+    checkpoint_dir: str | None = None  # where they go
+    restart: Any = None  # a checkpoint directory, or an in-memory one (recovery)
+    ft: bool = False  # in-job recovery (ULFM)
+
+
+@dataclass(frozen=True)
+class Tracing:
+    trace: str | None = None  # the Chrome-trace file of the run
+    cpu_stats: bool = False  # CPU time per entry method too
+    instrument: bool = True  # calls and time per element (the balancer's database)
+
+
+@dataclass(frozen=True)
+class Transport:
+    poll_spin: float = 2e-4  # an idle PE spins this long before it naps
+    poll_max: float = 1e-3  # the longest nap of its back-off
+    shm_bytes: int = SHM_BYTES
+    pool_bytes: int = POOL_BYTES
+
+
+@dataclass(frozen=True)
+class Options:
+    """Every setting of one run, by section (frozen: managers read theirs, none writes)."""
+
+    balancing: Balancing = field(default_factory=Balancing)
+    checkpoint: Checkpointing = field(default_factory=Checkpointing)
+    tracing: Tracing = field(default_factory=Tracing)
+    transport: Transport = field(default_factory=Transport)
+
+    @classmethod
+    def build(cls, given: Mapping[str, Any], environ: Mapping[str, str] = os.environ,
+              jobdir: str | None = None) -> Options:
+        """The options of keywords ``given``, then of the variables of ``environ`` for
+        those not given; ``jobdir`` (``shoal run``'s) is where automatic checkpoints go
+        when no ``checkpoint_dir`` is set."""
+        unknown = sorted(set(given) - set(BY_NAME))
+        if unknown:
+            raise UsageError(f"unknown setting(s) {', '.join(unknown)}: the runtime takes "
+                             f"{', '.join(BY_NAME)}")
+        values: dict[str, Any] = {}
+        for s in SETTINGS:
+            if s.name in given:
+                values[s.name] = _checked(s, given[s.name], s.name)
+            elif s.env and environ.get(s.env):
+                values[s.name] = _checked(s, _parsed(s, environ[s.env]), s.env)
+        if values.get("checkpoint_every") and not values.get("checkpoint_dir") and jobdir:
+            values["checkpoint_dir"] = os.path.join(jobdir, "auto")
+        if values.get("checkpoint_every") and not values.get("checkpoint_dir"):
+            raise UsageError("checkpoint_every needs checkpoint_dir (shoal run gives its job "
+                             "directory; with shoal.start pass checkpoint_dir=...)")
+        return cls(**{name: kind(**{s.name: values[s.name] for s in SETTINGS
+                                    if s.section == name and s.name in values})
+                      for name, kind in SECTIONS.items()})
+
+
+SECTIONS = {"balancing": Balancing, "checkpoint": Checkpointing, "tracing": Tracing,
+            "transport": Transport}
+
+
+def environment(**values: Any) -> dict[str, str]:
+    """The ranks' environment for settings given by ``shoal run``'s flags (None: unset)."""
+    out = {}
+    for name, value in values.items():
+        if value is None or value is False:
+            continue
+        s = BY_NAME[name]
+        if not s.env:
+            raise UsageError(f"setting {name} has no environment variable")
+        out[s.env] = "1" if value is True else repr(float(value)) if s.kind == "seconds" \
+            else os.path.abspath(value) if s.kind == "path" else str(value)
+    return out
+
+
+def _parsed(s: Setting, text: str) -> Any:
+    """A variable's text as the setting's value."""
+    if s.kind == "flag":
+        if text not in ("0", "1"):
+            raise UsageError(f"{s.env} must be 1 or 0, not {text!r}")
+        return text == "1"
+    if s.kind == "seconds":
+        try:
+            return float(text)
+        except ValueError:
+            raise UsageError(f"{s.env} must be a number of seconds, not {text!r}") from None
+    return text
+
+
+def _checked(s: Setting, value: Any, where: str) -> Any:
+    """``value`` if it suits setting ``s``, else a :class:`UsageError` naming ``where``."""
+    if s.kind == "seconds":
+        if value is None:
+            return None
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not (value >= 0 if s.name == "poll_spin" else value > 0):
+            raise UsageError(f"{where} must be a number of seconds "
+                             f"{'>= 0' if s.name == 'poll_spin' else '> 0'}, not {value!r}")
+        return float(value)
+    if s.kind == "bytes":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UsageError(f"{where} must be a whole number of bytes >= 0, not {value!r}")
+        return value
+    if s.kind == "flag":
+        return bool(value)
+    if s.kind == "path" and value is not None and not isinstance(value, (str, os.PathLike)):
+        return value  # (restart: an in-memory checkpoint of a recovery)
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise UsageError(f"{where} must be text, not {value!r}")
+    return None if value is None else os.fspath(value)
