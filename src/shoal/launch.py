@@ -51,8 +51,8 @@ LAUNCHER_ENV = "SHOAL_MPIEXEC"
 SRUN = ("--mpi=pmi2", "--kill-on-bad-exit=1")
 """srun's flags for shoal's ranks: the PMI of the embedded MPICH (without it, or with PMIx,
 srun silently starts N jobs of one rank each), and the step ends when one task fails."""
-_LOST = re.compile(r"srun: error: (\S+): tasks? [\d,-]+: Killed|"
-                   r"srun: error: Node failure on (\S+)")
+_KILLED = re.compile(r"srun: error: (\S+): tasks? [\d,-]+: Killed")
+_NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
 
 
 def mpiexec(environ: dict[str, str] | None = None) -> list[str]:
@@ -133,7 +133,7 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
     launcher = mpiexec(env)
     srun = Path(launcher[0]).name == "srun"
     if srun and exclude:
-        launcher += [f"--exclude={','.join(sorted(exclude))}", "--overcommit"]
+        launcher += _without(exclude, env)
     cmd = [*launcher, "-n", str(nprocs), sys.executable, *argv]
     marker = f"{os.getpid()}.{time.monotonic_ns()}"
     env[LAUNCH_MARK] = marker
@@ -158,13 +158,30 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
                 deaths.stop()
     done = Launched(cmd, code)
     if code and errors is not None:
-        done.lost_hosts = frozenset(a or b for a, b in _LOST.findall(errors.tail()))
+        done.lost_hosts = lost_hosts(errors.tail())
     if code:
         said = killed_rank(relay.tail(), None if deaths is None else deaths.first(), home)
         if said:
             sys.stderr.write(f"shoal: {said}\n")
             sys.stderr.flush()
     return done
+
+
+def lost_hosts(said: str) -> frozenset[str]:
+    """The hosts srun's messages ``said`` lost: the nodes Slurm declared failed (srun then
+    kills the tasks elsewhere too, and says so), else those whose tasks were killed."""
+    failed = _NODE_FAILURE.findall(said)
+    return frozenset(failed or _KILLED.findall(said))
+
+
+def _without(hosts: set[str] | frozenset[str], env: dict[str, str]) -> list[str]:
+    """srun's flags for a step on the allocation's nodes but ``hosts``: as many nodes as
+    remain (srun asks for every node of the allocation otherwise), more ranks than CPUs
+    allowed."""
+    left = int(env.get("SLURM_JOB_NUM_NODES", "0") or 0) - len(hosts)
+    if left < 1:
+        raise UsageError(f"no node of the allocation is left without {', '.join(hosts)}")
+    return [f"--exclude={','.join(sorted(hosts))}", f"--nodes={left}", "--overcommit"]
 
 
 def _end(job: subprocess.Popen, srun: bool) -> None:

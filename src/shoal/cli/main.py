@@ -13,7 +13,8 @@ import shoal
 COMMANDS = {"gossip": "shoal.cli.gossip:gossip", "netmodel": "shoal.cli.netmodel:netmodel",
             "map": "shoal.cli.mapping:map_cmd", "topology": "shoal.cli.mapping:topology",
             "run": "shoal.cli.runtime:run", "ctl": "shoal.cli.ctl:ctl",
-            "demo": "shoal.cli.gossip:demo", "lb": "shoal.cli.lb:lb"}
+            "demo": "shoal.cli.gossip:demo", "lb": "shoal.cli.lb:lb",
+            "cluster": "shoal.cli.cluster:cluster"}
 """Each command and where it lives: a command's module (and the part it drives) loads only
 when that command runs, so ``shoal run`` does not import numpy, the simulator or the
 balancers in the launching process."""

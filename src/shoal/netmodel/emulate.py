@@ -25,42 +25,21 @@ import tempfile
 import time
 from pathlib import Path
 
+from shoal import netns
 from shoal.errors import UsageError
 
 PREFIX = "shl"
 
 
-def _run(*cmd: str) -> None:
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode:
-        raise UsageError(f"{' '.join(cmd)} failed: {done.stderr.strip()}")
-
-
-def _ns(ns: str, *cmd: str) -> None:
-    _run("ip", "netns", "exec", ns, *cmd)
-
-
 def available() -> str | None:
     """None if namespaces and shaping can be made here, else why not."""
-    if sys.platform != "linux":
-        return "network namespaces need Linux"
-    if os.geteuid() != 0:
-        return "making network namespaces needs root"
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return f"the '{tool}' command is missing (iproute2)"
-    probe = f"{PREFIX}probe{os.getpid()}"
-    done = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
-    if done.returncode:
-        return f"cannot create a network namespace: {done.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    return None
+    return netns.available(("ip", "tc"), PREFIX)
 
 
 def _shape(ns: str, dev: str, rate_bps: float) -> None:
     """A token bucket of ``rate_bps`` bytes/s with a small bucket and a long queue."""
     bits = int(rate_bps * 8)
-    _ns(ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{bits}bit",
+    netns.in_ns(ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{bits}bit",
         "burst", "4000", "latency", "2s")
 
 
@@ -99,9 +78,9 @@ class Cluster:
         return f"{PREFIX}{self.tag}{what}"
 
     def _add_ns(self, name: str) -> str:
-        _run("ip", "netns", "add", name)
+        netns.run("ip", "netns", "add", name)
         self.namespaces.append(name)
-        _ns(name, "ip", "link", "set", "lo", "up")
+        netns.in_ns(name, "ip", "link", "set", "lo", "up")
         return name
 
     def _build(self) -> None:
@@ -109,43 +88,43 @@ class Cluster:
         for node, net in (("a", 1), ("b", 2)):
             r = self._add_ns(self._name(f"r{node}"))
             routers[node] = (r, net)
-            _ns(r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+            netns.in_ns(r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
             for i in range(self.per_node):
                 p = self._add_ns(self._name(f"{node}{i}"))
                 host = f"10.{70 + net}.{i}.2"
                 inner, outer = f"e{node}{i}", f"p{node}{i}"
-                _run("ip", "link", "add", inner, "netns", p, "type", "veth", "peer", outer,
+                netns.run("ip", "link", "add", inner, "netns", p, "type", "veth", "peer", outer,
                      "netns", r)
-                _ns(p, "ip", "addr", "add", f"{host}/30", "dev", inner)
-                _ns(r, "ip", "addr", "add", f"10.{70 + net}.{i}.1/30", "dev", outer)
-                _ns(p, "ip", "link", "set", inner, "up")
-                _ns(r, "ip", "link", "set", outer, "up")
-                _ns(p, "ip", "route", "add", "default", "via", f"10.{70 + net}.{i}.1")
+                netns.in_ns(p, "ip", "addr", "add", f"{host}/30", "dev", inner)
+                netns.in_ns(r, "ip", "addr", "add", f"10.{70 + net}.{i}.1/30", "dev", outer)
+                netns.in_ns(p, "ip", "link", "set", inner, "up")
+                netns.in_ns(r, "ip", "link", "set", outer, "up")
+                netns.in_ns(p, "ip", "route", "add", "default", "via", f"10.{70 + net}.{i}.1")
                 _shape(p, inner, self.rc)
                 _shape(r, outer, self.rc)
                 self.hosts.append(host)
                 self.ns_of[host] = p
         (ra, _), (rb, _) = routers["a"], routers["b"]
-        _run("ip", "link", "add", "ab", "netns", ra, "type", "veth", "peer", "ba", "netns", rb)
-        _ns(ra, "ip", "addr", "add", "10.70.0.1/30", "dev", "ab")
-        _ns(rb, "ip", "addr", "add", "10.70.0.2/30", "dev", "ba")
-        _ns(ra, "ip", "link", "set", "ab", "up")
-        _ns(rb, "ip", "link", "set", "ba", "up")
-        _ns(ra, "ip", "route", "add", "10.72.0.0/16", "via", "10.70.0.2")
-        _ns(rb, "ip", "route", "add", "10.71.0.0/16", "via", "10.70.0.1")
+        netns.run("ip", "link", "add", "ab", "netns", ra, "type", "veth", "peer", "ba", "netns", rb)
+        netns.in_ns(ra, "ip", "addr", "add", "10.70.0.1/30", "dev", "ab")
+        netns.in_ns(rb, "ip", "addr", "add", "10.70.0.2/30", "dev", "ba")
+        netns.in_ns(ra, "ip", "link", "set", "ab", "up")
+        netns.in_ns(rb, "ip", "link", "set", "ba", "up")
+        netns.in_ns(ra, "ip", "route", "add", "10.72.0.0/16", "via", "10.70.0.2")
+        netns.in_ns(rb, "ip", "route", "add", "10.71.0.0/16", "via", "10.70.0.1")
         _shape(ra, "ab", self.rn)
         _shape(rb, "ba", self.rn)
         # unshaped control links from the root namespace to each router
         for node, (r, net) in routers.items():
             root_dev, r_dev = self._name(f"c{node}"), "ctl"
-            _run("ip", "link", "add", root_dev, "type", "veth", "peer", r_dev, "netns", r)
+            netns.run("ip", "link", "add", root_dev, "type", "veth", "peer", r_dev, "netns", r)
             self.root_links.append(root_dev)
-            _run("ip", "addr", "add", f"10.69.{net}.1/30", "dev", root_dev)
-            _run("ip", "link", "set", root_dev, "up")
-            _ns(r, "ip", "addr", "add", f"10.69.{net}.2/30", "dev", r_dev)
-            _ns(r, "ip", "link", "set", r_dev, "up")
-            _ns(r, "ip", "route", "add", "10.69.0.0/16", "via", f"10.69.{net}.1")
-            _run("ip", "route", "replace", f"10.{70 + net}.0.0/16", "via", f"10.69.{net}.2")
+            netns.run("ip", "addr", "add", f"10.69.{net}.1/30", "dev", root_dev)
+            netns.run("ip", "link", "set", root_dev, "up")
+            netns.in_ns(r, "ip", "addr", "add", f"10.69.{net}.2/30", "dev", r_dev)
+            netns.in_ns(r, "ip", "link", "set", r_dev, "up")
+            netns.in_ns(r, "ip", "route", "add", "10.69.0.0/16", "via", f"10.69.{net}.1")
+            netns.run("ip", "route", "replace", f"10.{70 + net}.0.0/16", "via", f"10.69.{net}.2")
         self.dir = Path(tempfile.mkdtemp(prefix="shoal-emulate-"))
         self.launcher = self.dir / "netns-launch"
         lines = ["#!/bin/sh", "# hydra calls it as ssh: netns-launch [-x] [-o OPT] HOST COMMAND...",
@@ -186,11 +165,11 @@ class Cluster:
 
     def close(self) -> None:
         for link in self.root_links:
-            subprocess.run(["ip", "link", "del", link], capture_output=True)
+            netns.run_quiet("ip", "link", "del", link)
         for net in (1, 2):
-            subprocess.run(["ip", "route", "del", f"10.{70 + net}.0.0/16"], capture_output=True)
+            netns.run_quiet("ip", "route", "del", f"10.{70 + net}.0.0/16")
         for ns in reversed(self.namespaces):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+            netns.run_quiet("ip", "netns", "del", ns)
         self.namespaces, self.root_links = [], []
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)

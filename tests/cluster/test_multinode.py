@@ -1,0 +1,180 @@
+"""shoal across nodes, on an emulated cluster of 3 nodes with a real Slurm
+(:mod:`shoal.cluster.emulated`): every launch path (``shoal run`` inside ``salloc`` and
+``sbatch``, ``srun`` of the program, the wheel's ``mpiexec`` inside an allocation), the job
+directory on a shared path, a checkpoint taken on 2 nodes restarted on 3, and a job that
+loses every PE of a node recovering bit-identical under ``--restarts``.
+
+Each node has its own hostname and a private ``/tmp`` and ``/dev/shm``; every other path is
+shared (the tests' shared directory is under ``/var/tmp``). Skipped, with one line saying
+what is missing, where namespaces or Slurm cannot be had (not root, no ``slurm-wlm``)."""
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from shoal import netns
+from shoal.cluster import slurm
+from shoal.cluster.emulated import EmulatedCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+HELLO = ROOT / "examples" / "hello.py"
+HEAT = ROOT / "examples" / "checkpoint.py"
+AUTOCKPT = ROOT / "tests" / "runtime" / "jobs" / "autockpt.py"
+SHOAL = [sys.executable, "-m", "shoal"]
+TIMEOUT = 120
+
+_missing = netns.available() or slurm.missing()
+pytestmark = pytest.mark.skipif(_missing is not None,
+                                reason=f"the emulated cluster needs: {_missing}")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    made = EmulatedCluster(f"m{os.getpid() % 100000}")
+    made.up(nodes=3)
+    try:
+        yield made
+    finally:
+        made.down()
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """A directory every node sees (not /tmp: each node has its own)."""
+    path = Path(tempfile.mkdtemp(prefix="shoal-nodes-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def environment(cluster) -> dict[str, str]:
+    """This process's environment for the cluster's Slurm, without the variables of any
+    job or launcher this test itself may run under."""
+    env = {**os.environ, **cluster.env()}
+    for name in [v for v in env if v.startswith(("SLURM_", "PMI_", "SHOAL_"))]:
+        if name != "SLURM_CONF":
+            del env[name]
+    return env
+
+
+def run(cluster, *cmd, cwd=None, timeout=TIMEOUT) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
+                          env=environment(cluster), cwd=cwd, timeout=timeout)
+
+
+def hosts_of(out: subprocess.CompletedProcess) -> set[str]:
+    assert out.returncode == 0, out.stderr[-3000:]
+    return set(re.findall(r"\(host (\S+)\)", out.stdout))
+
+
+def result(out: subprocess.CompletedProcess) -> dict:
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert len(lines) == 1, out.stdout[-3000:]
+    return ast.literal_eval(lines[0][len("RESULT "):])
+
+
+def test_shoal_run_inside_an_allocation_runs_on_its_nodes_with_default_settings(
+        cluster, shared):
+    """The issue's first failure: every rank of the second node died looking for the job
+    directory in the launching node's /tmp."""
+    out = run(cluster, "salloc", "-N", 2, "-n", 4, "-w", "n1,n2", *SHOAL, "run", "-n", 4,
+              HELLO, cwd=shared)
+    assert hosts_of(out) == {"n1", "n2"}, out.stdout
+    assert "4 PEs on 2 node(s)" in out.stdout
+    assert "Traceback" not in out.stderr
+    assert not (shared / ".shoal").exists()  # its job directory, removed at the end
+
+
+def test_srun_and_sbatch_and_the_wheels_mpiexec_run_a_program_across_nodes(cluster, shared):
+    out = run(cluster, "srun", "-N", 2, "-n", 4, "--mpi=pmi2", sys.executable, HELLO,
+              cwd=shared)
+    assert hosts_of(out) == {"n1", "n2"}
+    out = run(cluster, "salloc", "-N", 2, "-n", 4, "-w", "n2,n3",
+              Path(sys.executable).parent / "mpiexec", "-n", 4, sys.executable, HELLO,
+              cwd=shared)
+    assert hosts_of(out) == {"n2", "n3"}
+    script = shared / "job.sh"
+    script.write_text(f"#!/bin/sh\n{' '.join(SHOAL)} run -n 4 {HELLO}\n")
+    out = run(cluster, "sbatch", "--wait", "-N", 2, "-n", 4, "-o", shared / "job.out",
+              script, cwd=shared)
+    assert out.returncode == 0, out.stderr
+    text = (shared / "job.out").read_text()
+    assert set(re.findall(r"\(host (\S+)\)", text)) == {"n1", "n2"}, text
+
+
+def test_srun_without_the_mpi_plugin_is_refused_in_one_line(cluster, shared):
+    """srun --mpi=none starts N jobs of one rank each, silently: shoal says what to pass."""
+    out = run(cluster, "srun", "-N", 2, "-n", 2, "--mpi=none", sys.executable, HELLO,
+              cwd=shared)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    said = [ln for ln in out.stderr.splitlines() if "shoal: error:" in ln]
+    assert len(said) == 1 and "--mpi=pmi2" in said[0], out.stderr
+    assert "Traceback" not in out.stderr and "hello from" not in out.stdout
+
+
+def test_a_job_directory_other_nodes_cannot_see_is_refused_naming_them(cluster, shared):
+    local = "/tmp/shoal-not-shared"
+    out = run(cluster, "salloc", "-N", 2, "-n", 4, "-w", "n1,n2", *SHOAL, "run", "--jobdir",
+              local, "-n", 4, HELLO, cwd=shared)
+    assert out.returncode != 0
+    assert "is not visible on host(s) n1, n2" in out.stderr and "--jobdir" in out.stderr
+    assert "Traceback" not in out.stderr and "hello from" not in out.stdout
+
+
+def test_a_checkpoint_taken_on_two_nodes_restarts_on_three(cluster, shared):
+    heat = shared / "heat"
+    out = run(cluster, "salloc", "-N", 2, "-n", 4, *SHOAL, "run", "-n", 4, HEAT, heat, 20,
+              "--stop", 12, cwd=shared)
+    assert out.returncode == 0, out.stderr[-3000:]
+    out = run(cluster, "salloc", "-N", 3, "-n", 6, *SHOAL, "run", "-n", 6, "--restart", heat,
+              HEAT, heat, 20, cwd=shared)
+    assert out.returncode == 0, out.stderr[-3000:]
+    restarted = re.findall(r"checksum (\w+)", out.stdout)
+    whole = subprocess.run([str(c) for c in (*SHOAL, "run", "-n", 2, HEAT, shared / "whole", 20)],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    assert restarted and restarted == re.findall(r"checksum (\w+)", whole.stdout)
+
+
+@pytest.mark.parametrize("how", ["its PEs killed", "its link down"])
+def test_a_job_that_loses_a_node_recovers_bit_identical(cluster, shared, how):
+    """Once the job has completed a checkpoint, n2 loses its PEs (killed: srun sees the
+    tasks die) or its link (Slurm declares the node failed after ``SlurmdTimeout``; the
+    allocation survives with ``--no-kill``; MPI crosses the links, ``UCX_TLS=tcp,self``).
+    shoal run relaunches from the checkpoint without n2 and ends as the uninterrupted
+    run."""
+    plain = result(run(cluster, "srun", "-N", 1, "-n", 2, sys.executable, AUTOCKPT, "sync",
+                       cwd=shared))
+    home = shared / how.replace(" ", "-")
+    job = subprocess.Popen(
+        [str(c) for c in ("salloc", "--no-kill", "-N", 2, "-n", 4, "-w", "n1,n2", *SHOAL,
+                          "run", "-n", 4, "--restarts", 2, "--checkpoint-every", "0.3s",
+                          "--jobdir", home, AUTOCKPT, "sync")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=shared,
+        env={**environment(cluster), "UCX_TLS": "tcp,self"})
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not (home / "checkpoint").exists():
+            assert job.poll() is None, job.communicate()
+            assert time.monotonic() < deadline, "no checkpoint was completed"
+            time.sleep(0.05)
+        if how == "its PEs killed":
+            assert cluster.kill("n2")  # (slurmd stays: the node itself still answers)
+        else:
+            cluster.link("n2", False)
+        out, err = job.communicate(timeout=TIMEOUT)
+    finally:
+        if job.poll() is None:
+            job.kill()
+        cluster.link("n2", True)
+    got = result(subprocess.CompletedProcess(job.args, job.returncode, out, err))
+    assert got["digest"] == plain["digest"] and got["restarted"], err[-3000:]
+    assert re.search(r"without host\(s\) n2$", err, re.MULTILINE), err[-3000:]
