@@ -22,7 +22,7 @@ import pytest
 
 from shoal import netns
 from shoal.cluster import slurm
-from shoal.cluster.emulated import EmulatedCluster
+from shoal.cluster.emulated import OVER_LINKS, EmulatedCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "examples" / "hello.py"
@@ -148,7 +148,7 @@ def test_a_checkpoint_taken_on_two_nodes_restarts_on_three(cluster, shared):
 def test_a_job_that_loses_a_node_recovers_bit_identical(cluster, shared, how):
     """Once the job has completed a checkpoint, n2 loses its PEs (killed: srun sees the
     tasks die) or its link (Slurm declares the node failed after ``SlurmdTimeout``; the
-    allocation survives with ``--no-kill``; MPI crosses the links, ``UCX_TLS=tcp,self``).
+    allocation survives with ``--no-kill``; MPI crosses the links, ``OVER_LINKS``).
     shoal run relaunches from the checkpoint without n2 and ends as the uninterrupted
     run."""
     plain = result(run(cluster, "srun", "-N", 1, "-n", 2, sys.executable, AUTOCKPT, "sync",
@@ -159,7 +159,7 @@ def test_a_job_that_loses_a_node_recovers_bit_identical(cluster, shared, how):
                           "run", "-n", 4, "--restarts", 2, "--checkpoint-every", "0.3s",
                           "--jobdir", home, AUTOCKPT, "sync")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=shared,
-        env={**environment(cluster), "UCX_TLS": "tcp,self"})
+        env={**environment(cluster), **OVER_LINKS})
     try:
         deadline = time.monotonic() + TIMEOUT
         while not (home / "checkpoint").exists():
