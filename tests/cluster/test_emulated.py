@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cluster_share import share
 
 from shoal import netns
 from shoal.cluster import EmulatedCluster
@@ -64,7 +65,7 @@ print(time.perf_counter() - t)
 @pytest.fixture(scope="module")
 def cluster():
     c = EmulatedCluster(f"t{os.getpid() % 10**7}")
-    c.up(3)
+    c.up(3, share=share())
     try:
         yield c
     finally:

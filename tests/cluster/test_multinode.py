@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cluster_share import share
 
 from shoal import netns
 from shoal.cluster import slurm
@@ -39,7 +40,7 @@ pytestmark = pytest.mark.skipif(_missing is not None,
 @pytest.fixture(scope="module")
 def cluster():
     made = EmulatedCluster(f"m{os.getpid() % 100000}")
-    made.up(nodes=3)
+    made.up(nodes=3, share=share())
     try:
         yield made
     finally:

@@ -67,12 +67,15 @@ def _with(options: list) -> Any:
 @name_option
 @_with(shape_options)
 @click.option("--no-slurm", is_flag=True, help="Only the nodes and their network.")
+@click.option("--share", multiple=True, metavar="DIR",
+              help="A directory under /tmp that every node sees as the same (each node has "
+                   "its own /tmp; every path outside it is shared already). Repeatable.")
 def up(nodes: int, name: str, delay: str | None, loss: str | None, rate: str | None,
-       no_slurm: bool) -> None:
+       no_slurm: bool, share: tuple[str, ...]) -> None:
     """Make the cluster and start its Slurm; prints how to use it."""
     c = EmulatedCluster(name)
     start = time.monotonic()
-    status = c.up(nodes, slurm=not no_slurm, **_shaping(delay, loss, rate))
+    status = c.up(nodes, slurm=not no_slurm, share=share, **_shaping(delay, loss, rate))
     took = time.monotonic() - start
     first, last = status["nodes"][0], status["nodes"][-1]
     click.echo(f"cluster {name!r} up in {took:.1f} s: {nodes} node(s) "

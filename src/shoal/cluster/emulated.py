@@ -80,12 +80,16 @@ class EmulatedCluster:
     # ---------------------------------------------------------------- up and down
 
     def up(self, nodes: int = 3, slurm: bool = True, delay: float | None = None,
-           loss: float | None = None, rate: float | None = None) -> dict[str, Any]:
+           loss: float | None = None, rate: float | None = None,
+           share: tuple[str, ...] = ()) -> dict[str, Any]:
         """Make the cluster of ``nodes`` nodes, with Slurm unless ``slurm`` is False and
         the links shaped if any of ``delay`` (s), ``loss`` (fraction), ``rate`` (bytes/s)
-        is given. Returns :meth:`status`. On any failure removes what it made."""
+        is given; ``share``: directories under ``/tmp`` that every node sees all the same
+        (a checkout or a virtual environment there: the rest of each node's /tmp is its
+        own). Returns :meth:`status`. On any failure removes what it made."""
         if not 1 <= nodes <= MAX_NODES:
             raise UsageError(f"a cluster has 1 to {MAX_NODES} nodes (got {nodes})")
+        shared = _under_tmp(share)
         _qdiscs(delay, loss, rate)  # refuse bad shaping before making anything
         why = netns.available() or (wlm.missing() if slurm else None)
         if why:
@@ -97,7 +101,7 @@ class EmulatedCluster:
             raise UsageError(f"cluster {self.name!r} is up already (state in {self.dir}): "
                              f"stop it first with `shoal cluster down{self._flag()}`") from None
         try:
-            self._make(nodes, slurm)
+            self._make(nodes, slurm, shared)
             if (delay, loss, rate) != (None, None, None):
                 self.shape(delay, loss, rate)
         except BaseException:
@@ -105,7 +109,7 @@ class EmulatedCluster:
             raise
         return self.status()
 
-    def _make(self, count: int, slurm: bool) -> None:
+    def _make(self, count: int, slurm: bool, shared: list[Path]) -> None:
         x = self._free_subnet()
         head = f"{NET_PREFIX}.{x}.1"
         state: dict[str, Any] = {
@@ -114,7 +118,7 @@ class EmulatedCluster:
             "nodes": [{"name": f"n{i}", "ns": f"{self.ns_prefix}n{i}",
                        "addr": f"{NET_PREFIX}.{x}.{i + 1}", "veth": f"{self.bridge}-{i}"}
                       for i in range(1, count + 1)],
-            "shape": {}}
+            "shape": {}, "share": [str(p) for p in shared]}
         self._save(state)  # first, so that down() finds all that follows
         self._make_network(state)
         hosts = [f"{head} {state['head'][0]}", *(f"{n['addr']} {n['name']}"
@@ -125,10 +129,12 @@ class EmulatedCluster:
             tmp = self.paths.node(name) / "tmp"
             tmp.mkdir(parents=True)
             tmp.chmod(0o1777)
+            for path in shared:  # (the mount points of the shared directories)
+                (tmp / path.relative_to("/tmp")).mkdir(parents=True, exist_ok=True)
         if slurm:
             self._start_slurm(state)
         for node in state["nodes"]:
-            node["pid"] = self._start_node(node, slurm)
+            node["pid"] = self._start_node(node, slurm, shared)
         self._save(state)
         if slurm:
             wlm.wait_idle(self.paths, names)
@@ -172,10 +178,13 @@ class EmulatedCluster:
         state["slurmctld"] = wlm.start_slurmctld(self.paths)
         self._save(state)
 
-    def _start_node(self, node: dict[str, Any], slurm: bool) -> int:
+    def _start_node(self, node: dict[str, Any], slurm: bool, shared: list[Path]) -> int:
         """Start the process that holds the node's namespaces (its slurmd, or a ``sleep``)
-        with the node's hostname, /tmp, /dev/shm and /etc/hosts; its pid."""
+        with the node's hostname, /tmp (the ``shared`` directories bound into it),
+        /dev/shm and /etc/hosts; its pid."""
         d = self.paths.node(node["name"])
+        binds = [f"mount --bind {shlex.quote(str(p))} "
+                 f"{shlex.quote(str(d / 'tmp' / p.relative_to('/tmp')))}" for p in shared]
         if slurm:
             argv = wlm.slurmd_argv(self.paths, node["name"])
             pid_file = self.paths.slurmd_pid(node["name"])
@@ -187,7 +196,8 @@ class EmulatedCluster:
             f"hostname {node['name']}",
             f"mount --bind {shlex.quote(str(self.dir / 'hosts'))} /etc/hosts",
             "mount -t tmpfs -o mode=1777,nosuid,nodev shm /dev/shm",
-            f"mount --bind {shlex.quote(str(d / 'tmp'))} /tmp",
+            *binds,
+            f"mount --rbind {shlex.quote(str(d / 'tmp'))} /tmp",
             'exec "$@"'])
         return netns.start_daemon(
             ["nsenter", f"--net=/run/netns/{node['ns']}", "unshare", "--uts", "--mount",
@@ -358,6 +368,18 @@ class EmulatedCluster:
 def _need_root() -> None:
     if os.geteuid() != 0:
         raise UsageError("the emulated cluster needs root (namespaces, links, daemons)")
+
+
+def _under_tmp(paths: tuple[str, ...]) -> list[Path]:
+    """The directories of ``share``, each an existing directory under /tmp."""
+    out = []
+    for text in paths:
+        path = Path(text).resolve()
+        if not path.is_dir() or not path.is_relative_to("/tmp") or path == Path("/tmp"):
+            raise UsageError(f"--share {text}: give a directory under /tmp (every other "
+                             "path is shared already)")
+        out.append(path)
+    return out
 
 
 NO_NETEM = ("this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM, module sch_netem): "
