@@ -40,6 +40,7 @@ from typing import Any
 
 from shoal.errors import UsageError
 from shoal.jobdir import JobDir
+from shoal.options import environment
 from shoal.rank import KILL_ENV
 
 SHM_DIR = Path("/dev/shm")
@@ -101,8 +102,8 @@ def ft_environment() -> dict[str, str]:
     cmd = [str(run), "--with-ft", "ulfm", "--oversubscribe"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
-    return {"SHOAL_MPIEXEC": shlex.join(cmd), "OPAL_PREFIX": str(root),
-            "MPI4PY_LIBMPI": str(lib), "MPI4PY_MPIABI": "openmpi", "SHOAL_FT": "1",
+    return {LAUNCHER_ENV: shlex.join(cmd), "OPAL_PREFIX": str(root),
+            "MPI4PY_LIBMPI": str(lib), "MPI4PY_MPIABI": "openmpi", **environment(ft=True),
             "OMPI_MCA_async_mpi_finalize": "1"}
 
 

@@ -170,8 +170,8 @@ def _checked(s: Setting, value: Any, where: str) -> Any:
         return value
     if s.kind == "flag":
         return bool(value)
-    if s.kind == "path" and value is not None and not isinstance(value, (str, os.PathLike)):
-        return value  # (restart: an in-memory checkpoint of a recovery)
+    if s.name == "restart" and value is not None and not isinstance(value, (str, os.PathLike)):
+        return value  # (an in-memory checkpoint, which a recovery restarts from)
     if value is not None and not isinstance(value, (str, os.PathLike)):
         raise UsageError(f"{where} must be text, not {value!r}")
     return None if value is None else os.fspath(value)

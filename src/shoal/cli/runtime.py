@@ -50,7 +50,7 @@ import click
 @click.option("--checkpoint-dir", default=None, type=click.Path(file_okay=False),
               help="Where --checkpoint-every writes (default: the job directory's auto/, "
                    "removed when shoal run ends), and a resize its checkpoint (default: "
-                   "node-local /dev/shm; give a shared directory when PEs span nodes).")
+                   "node-local /dev/shm, or the job directory when the PEs span nodes).")
 @click.option("--ft", is_flag=True,
               help="In-job recovery: a PE that dies is replaced by a rollback of the "
                    "survivors to the last shoal.checkpoint(memory=True) (Open MPI with ULFM: "
@@ -59,8 +59,9 @@ import click
               help="Failure injection: SIGKILL PE's process TIME after it started (e.g. "
                    "1@1.5s; several allowed; first launch only).")
 @click.option("--jobdir", default=None, type=click.Path(),
-              help="The job directory, where shoal ctl finds the job (default: a new "
-                   "temporary one, printed at start and removed at the end).")
+              help="The job directory, where shoal ctl finds the job (default: a new one "
+                   "in /tmp, or under ./.shoal/ when the PEs span nodes; printed at start "
+                   "and removed at the end). Every PE must see it.")
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
@@ -69,20 +70,24 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
         restarts: int, shrink: bool, every: str | None, checkpoint_dir: str | None, ft: bool,
         kills: tuple[str, ...], jobdir: str | None, program: str,
         args: tuple[str, ...]) -> None:
-    """Run a shoal PROGRAM on N PEs through the installed mpiexec (the embedded MPICH unless
-    SHOAL_MPIEXEC names another launcher). Under srun or a site mpiexec, launch
-    `python PROGRAM` directly instead (set SHOAL_LB, SHOAL_LB_AUTO=1, SHOAL_LB_PERIOD,
-    SHOAL_LB_MACHINE, SHOAL_LB_DUMP, SHOAL_TRACE, SHOAL_RESTART, SHOAL_CHECKPOINT_EVERY and
-    SHOAL_CHECKPOINT_DIR, or pass lb=, lb_auto=, lb_period=, lb_machine=, lb_dump=, trace=,
-    restart=, checkpoint_every= and checkpoint_dir= to shoal.start). Everything after PROGRAM
-    is the program's (shoal run -n 2 prog.py -n 3: the program sees -n 3). The job ends once
-    the program's main has returned and no work is left, or at shoal.exit(). While it runs,
-    `shoal ctl JOBDIR shrink N` / `expand N` moves the job to N PEs (at its next
-    shoal.iteration() or AtSync point); the job directory is printed at start. A program
-    uses chare arrays and groups, their sections (arr[0:8, ::2]), guarded entry methods
-    (@shoal.when), the task pool (shoal.pool.map) and aggregation (shoal.Aggregator): see
-    the README's Runtime section. A rank that ends before shoal.start ends the job with its
-    exit code; a rank killed by a signal is named by its PE and host."""
+    """Run a shoal PROGRAM on N PEs: inside a Slurm allocation with `srun --mpi=pmi2` on
+    its nodes, elsewhere with the installed mpiexec (the embedded MPICH), or with the
+    launcher SHOAL_MPIEXEC names. The job directory is in /tmp on one node and under
+    ./.shoal/ when the PEs span nodes (every PE must see it; --jobdir names another).
+    Launching `python PROGRAM` directly (srun --mpi=pmi2, mpiexec) works too: the flags
+    below are then the environment variables SHOAL_LB, SHOAL_LB_AUTO=1, SHOAL_LB_PERIOD,
+    SHOAL_LB_MACHINE, SHOAL_LB_DUMP, SHOAL_TRACE, SHOAL_RESTART, SHOAL_CHECKPOINT_EVERY
+    and SHOAL_CHECKPOINT_DIR, or the keywords of shoal.start (lb=, trace=, ...; see
+    shoal.options). Everything after PROGRAM is the program's (shoal run -n 2 prog.py -n
+    3: the program sees -n 3). The job ends once the program's main has returned and no
+    work is left, or at shoal.exit(). While it runs, `shoal ctl JOBDIR shrink N` / `expand
+    N` moves the job to N PEs (at its next shoal.iteration() or AtSync point); the job
+    directory is printed at start. A program uses chare arrays and groups, their
+    sections (arr[0:8, ::2]), guarded entry methods (@shoal.when), the task pool
+    (shoal.pool.map) and aggregation (shoal.Aggregator): see the README's Runtime
+    section. A rank that ends before shoal.start ends the job with its exit code; a rank
+    killed by a signal is named by its PE and host; with --restarts, the hosts whose PEs
+    srun saw killed (or Slurm declared failed) are left out of the relaunch."""
     from shoal.options import environment
     from shoal.units import parse_duration
 
