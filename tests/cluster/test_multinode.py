@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "examples" / "hello.py"
 HEAT = ROOT / "examples" / "checkpoint.py"
 AUTOCKPT = ROOT / "tests" / "runtime" / "jobs" / "autockpt.py"
+NODES_JOB = Path(__file__).resolve().parent / "nodes_job.py"
 SHOAL = [sys.executable, "-m", "shoal"]
 TIMEOUT = 120
 
@@ -109,6 +110,33 @@ def test_srun_and_sbatch_and_the_wheels_mpiexec_run_a_program_across_nodes(clust
     assert out.returncode == 0, out.stderr
     text = (shared / "job.out").read_text()
     assert set(re.findall(r"\(host (\S+)\)", text)) == {"n1", "n2"}, text
+
+
+def test_pes_know_their_hosts_and_the_balancer_the_nodes(cluster, shared):
+    """``my_host``, ``my_node``, ``stats()`` and the balancer's records across 2 nodes: the
+    bytes between nodes and the hop-bytes on a torus whose nodes are the real ones."""
+    out = run(cluster, "salloc", "-N", 2, "-n", 4, "-w", "n2,n3", *SHOAL, "run", "-n", 4,
+              "--lb", "hierarchical", "--lb-machine", "2x2", NODES_JOB, cwd=shared)
+    got = result(out)
+    hosts = {pe: host for pe, host, _, _ in got["where"]}
+    assert set(hosts.values()) == {"n2", "n3"} and got["nodes"] == 2
+    for _, host, node, stats_host in got["where"]:
+        assert stats_host == host and node == (0 if host == hosts[0] else 1)
+    assert got["steps"], "no balancing step"
+    for step in got["steps"]:
+        assert {"node_bytes_before", "node_bytes_after", "hop_bytes_before",
+                "hop_bytes_after"} <= set(step)
+        # one hop between the two nodes of a 2x2 torus: hop-bytes are the bytes between
+        assert step["hop_bytes_before"] == step["node_bytes_before"]
+        assert step["hop_bytes_after"] == step["node_bytes_after"]
+
+
+def test_the_gossip_service_across_nodes_names_their_hosts(cluster, shared):
+    out = run(cluster, "srun", "-N", 3, "-n", 3, "--mpi=pmi2", *SHOAL, "gossip", "run",
+              "--duration", "1s", "--interval", "50ms", cwd=shared)
+    assert out.returncode == 0, out.stderr[-3000:]
+    for host in ("n1", "n2", "n3"):
+        assert host in out.stdout, out.stdout
 
 
 def test_srun_without_the_mpi_plugin_is_refused_in_one_line(cluster, shared):

@@ -190,6 +190,8 @@ def run(nprocs: int | None, interval: str, duration: str, window: str, entry_siz
 
 
 def _rank_main(ival, dur, win, esize, max_outstanding, pmax, rows) -> None:
+    import socket
+
     from mpi4py import MPI
 
     from shoal.gossip.service import GossipService
@@ -205,26 +207,28 @@ def _rank_main(ival, dur, win, esize, max_outstanding, pmax, rows) -> None:
         service.run(dur)
         snap = service.snapshot()
         stats = comm.gather(service.summary(), root=0)
+        hosts = comm.gather(socket.gethostname(), root=0)
         service.close()
         if comm.Get_rank() == 0:
-            _print_cluster(snap, stats, service, rows)
+            _print_cluster(snap, stats, hosts, service, rows)
     sys.stdout.flush()
 
 
-def _print_cluster(snap, stats, service, rows) -> None:
+def _print_cluster(snap, stats, hosts, service, rows) -> None:
+    """The cluster table (one row per node: its rank and host) and the per-rank one."""
     n = len(snap)
-    cl = [[int(s["node"]), float(s["load"]), units.format_bytes(int(s["free_mem"])),
-           int(s["cores"]), float(s["age"])]
+    cl = [[int(s["node"]), hosts[int(s["node"])], float(s["load"]),
+           units.format_bytes(int(s["free_mem"])), int(s["cores"]), float(s["age"])]
           for s in snap[:rows]]
     console.print(table(f"Cluster as rank 0 sees it ({n} nodes, window {service.window}, "
                         f"interval {units.format_duration(service.interval)})",
-                        ["node", "load", "free memory", "cores", "age (s)"], cl))
+                        ["node", "host", "load", "free memory", "cores", "age (s)"], cl))
     if n > rows:
         console.print(f"... {n - rows} more nodes (--rows)")
-    st = [[s["rank"], s["sent"], s["received"], s["dropped"], s["malformed"],
-           units.format_bytes(s["bytes_sent"]), f"{100 * s['busy_fraction']:.2f}%",
-           s["mean_age"], s["late_ticks"]] for s in stats]
-    console.print(table("Per rank", ["rank", "sent", "received", "dropped", "malformed",
+    st = [[s["rank"], hosts[s["rank"]], s["sent"], s["received"], s["dropped"],
+           s["malformed"], units.format_bytes(s["bytes_sent"]),
+           f"{100 * s['busy_fraction']:.2f}%", s["mean_age"], s["late_ticks"]] for s in stats]
+    console.print(table("Per rank", ["rank", "host", "sent", "received", "dropped", "malformed",
                                      "bytes sent", "busy", "avg age (s)", "late ticks"], st))
 
 

@@ -129,7 +129,8 @@ class Balancer:
         if machine is not None:
             from shoal.runtime.lb.machine import Machine
 
-            self.machine = Machine.parse(machine, rt.npes)
+            nodes = rt.nodes.node if rt.nodes.count > 1 else None
+            self.machine = Machine.parse(machine, rt.npes, nodes)
         self.name = strategy or "greedy_refine"
         self.strategy: Callable[[LBDatabase], np.ndarray] | None = None
         self.warm = False  # has the strategy run once (compiled)?

@@ -59,11 +59,19 @@ class Machine:
         return cls(torus, node)
 
     @classmethod
-    def parse(cls, spec: str, npes: int) -> Machine:
-        """The machine of ``shoal run --lb-machine`` for ``npes`` PEs: ``4x4x4`` (PEs in
-        launch order, as many per node as it takes to hold them), ``4x4x4:2`` (2 PEs per
-        node) or ``4x4x4:map.csv`` (the PE-to-node map of a mapping CSV)."""
+    def parse(cls, spec: str, npes: int, nodes: np.ndarray | None = None) -> Machine:
+        """The machine of ``shoal run --lb-machine`` for ``npes`` PEs: ``4x4x4`` (the PEs
+        on the nodes they run on, ``nodes``: node ``k`` of the job is torus node ``k``;
+        without it, in launch order, as many per node as it takes to hold them),
+        ``4x4x4:2`` (2 PEs per node, in launch order) or ``4x4x4:map.csv`` (the PE-to-node
+        map of a mapping CSV)."""
         shape, _, rest = spec.partition(":")
+        if not rest and nodes is not None:
+            torus = Torus.parse(shape)
+            if int(nodes.max()) >= torus.nodes:
+                raise UsageError(f"the PEs run on {int(nodes.max()) + 1} nodes; the torus "
+                                 f"{shape} has {torus.nodes}: give a larger one")
+            return cls(Torus(torus.dims, int(np.bincount(nodes).max())), nodes)
         if not rest:
             torus = Torus.parse(shape)
             return cls.block(Torus(torus.dims, -(-npes // torus.nodes)), npes)
