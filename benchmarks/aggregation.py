@@ -1,4 +1,4 @@
-"""Aggregated items (shoal.Aggregator, seed 002 III-F: TRAM) against direct entry-method calls
+"""Aggregated items (shoal.Aggregator, Acun14 III-F: TRAM) against direct entry-method calls
 and raw mpi4py, issue 15 section 3.
 
 Three figures, each the median of ``--runs`` jobs x ``--repeat`` measurements (min-max after):

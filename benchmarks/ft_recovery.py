@@ -1,5 +1,5 @@
 """In-job recovery after a kill -9 (issue 14 section 2; target: <= 2 s for 1,000 elements of
-64 KiB on 4 PEs; seed 002 reports 66-139 ms for LeanMD at 4K-32K cores).
+64 KiB on 4 PEs; Acun14 reports 66-139 ms for LeanMD at 4K-32K cores).
 
 Each run: ``shoal run --ft -n 4`` builds 1,000 elements of 64 KiB (64 MB of state), takes a
 double in-memory checkpoint, and element 600 (on PE 2) writes the wall-clock time and

@@ -8,7 +8,7 @@ perfectly balanced time. The example's defaults (its docstring says why): 4096^2
 diagonal at 0.5 cells per iteration, 200 iterations, sync every 10, CPU-second loads (the
 machine is shared); ``--speed``, ``--spot``, ``--heat`` change the patch.
 
-LeanMD (examples/leanmd.py, seed 002 IV-B) on 2 PEs from a clustered start, loads in CPU
+LeanMD (examples/leanmd.py, Acun14 IV-B) on 2 PEs from a clustered start, loads in CPU
 seconds (``--cpu-stats``: the machine is shared): time per step with balancing at sync points
 against none, same interleaving and medians; target at least 1.25x with LB. Strategies
 greedy_refine and refine by default (``--md-lb``); refine moves a few heavy computes and

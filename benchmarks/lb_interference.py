@@ -1,4 +1,4 @@
-"""Interference from another process (seed 002, Fig. 16: a VM sharing a core in a cloud):
+"""Interference from another process (Acun14, Fig. 16: a VM sharing a core in a cloud):
 2 PEs pinned one per core, a balanced iterative job (blocks of numpy work, an AtSync point
 every iteration); once iteration ``--onset`` has ended a CPU-burning process starts on
 core 1. With ``--lb auto`` the runtime sees PE 1's iterations grow, balances, and gives PE 1

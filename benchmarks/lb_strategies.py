@@ -1,4 +1,4 @@
-"""Load-balancing strategies at scale (seed 002, Section III-A; issue 13, section 4): the
+"""Load-balancing strategies at scale (Acun14, Section III-A; issue 13, section 4): the
 issue's targets, each printed with its figure, target and PASS/FAIL.
 
 1. 10^6 objects on 16,384 PEs, lognormal loads (sigma 1), placed uniformly at random: every
@@ -49,7 +49,7 @@ def synthesise(objects, pes, seed, slow, sigma=1.0):
     load = rng.lognormal(0.0, sigma, objects)
     pe = rng.integers(0, pes, objects)
     speed = np.ones(pes)
-    if slow > 0:  # seed 002 Fig. 17: some nodes at 0.7x frequency
+    if slow > 0:  # Acun14 Fig. 17: some nodes at 0.7x frequency
         speed[rng.random(pes) < slow] = 0.7
     return LBDatabase(load=load, pe=pe, npes=pes, speed=speed)
 

@@ -1,4 +1,4 @@
-"""Mapping at the paper's largest scale (seed 004): a 131,072-process 3D 26-neighbour stencil
+"""Mapping at the paper's largest scale (Balaji11): a 131,072-process 3D 26-neighbour stencil
 (64x64x32 grid) on a 32x32x32 torus with 4 cores per node, adaptive split routing.
 
 - ``shoal map`` through the CLI on the 24 orderings (issue 17 target: well under 60 s);

@@ -1,4 +1,4 @@
-"""PHOLD under YAWNS (examples/phold.py, seed 002 IV-E and Fig. 15b) on 2 PEs with 40 LPs per
+"""PHOLD under YAWNS (examples/phold.py, Acun14 IV-E and Fig. 15b) on 2 PEs with 40 LPs per
 PE: the event rate with aggregation (shoal.Aggregator) against direct sends, jobs
 interleaved, medians (min-max) of ``--runs`` each, at two event loads. Targets (issue 15):
 with 256 initial events per LP aggregation at least 2x direct sending; with 16 per LP not

@@ -1,4 +1,4 @@
-"""Shrink and expand a running job on command (issue 14, section 3; seed 002 Fig. 5: Charm++
+"""Shrink and expand a running job on command (issue 14, section 3; Acun14 Fig. 5: Charm++
 took 2.7 s to shrink LeanMD from 256 to 128 cores and 7.2 s to expand it back).
 
 One ``shoal run -n BIG`` of ``examples/resize.py`` (``--elements`` of ``--kib`` KiB each, a

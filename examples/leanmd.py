@@ -1,5 +1,5 @@
 """LeanMD: Lennard-Jones molecular dynamics over cells and pairwise computes, balanced by the
-runtime (seed 002, Section IV-B; the code is in shoal.apps.leanmd).
+runtime (Acun14, Section IV-B; the code is in shoal.apps.leanmd).
 
 Cells form a dense 3-D chare array, computes (one per pair of neighbouring cells) a sparse
 6-D one. ``--distribution clustered`` (the default) puts up to 8x more atoms in the cells of

@@ -1,4 +1,4 @@
-"""PHOLD under the YAWNS windowed conservative protocol (seed 002, Section IV-E; the code is
+"""PHOLD under the YAWNS windowed conservative protocol (Acun14, Section IV-E; the code is
 in shoal.apps.pdes).
 
 LPs form a chare array, ``--lps`` per PE. Each window a reduction finds the earliest pending

@@ -1,4 +1,4 @@
-"""Jacobi relaxation on an N x N grid, over-decomposed into B x B blocks (seed 002, Section II:
+"""Jacobi relaxation on an N x N grid, over-decomposed into B x B blocks (Acun14, Section II:
 more work units than PEs; each block is a chare that exchanges ghost layers with its four
 neighbours through channels and checks convergence with an allreduce).
 

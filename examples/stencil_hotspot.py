@@ -1,4 +1,4 @@
-"""Jacobi relaxation with a moving hot spot: the load-balancing example (seed 002, Section
+"""Jacobi relaxation with a moving hot spot: the load-balancing example (Acun14, Section
 III-A and Fig. 16: work per block varies in space and over time; the runtime measures it
 and moves blocks at sync points).
 

@@ -1,4 +1,4 @@
-"""The fast simulator against an obviously-correct per-event reference (Fig. 1 of seed 000)."""
+"""The fast simulator against an obviously-correct per-event reference (Fig. 1 of Levy14)."""
 
 import heapq
 import json

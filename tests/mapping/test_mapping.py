@@ -1,4 +1,4 @@
-"""Patterns, mappings, the worked example of seed 004 (Section 3.2), mapfiles, bad input."""
+"""Patterns, mappings, the worked example of Balaji11 (Section 3.2), mapfiles, bad input."""
 
 import subprocess
 import sys

@@ -1,6 +1,6 @@
 """The paper's thesis on real traffic: two emulated nodes (network namespaces, tc tbf) with
 per-process links of R_C and a node link of R_N; the max-rate fit must find both, and
-describe the data far better than the postal model (seed 003, eq. 3 and Table 2)."""
+describe the data far better than the postal model (Gropp16, eq. 3 and Table 2)."""
 
 import subprocess
 

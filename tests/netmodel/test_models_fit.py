@@ -1,5 +1,5 @@
 """The models against hand-computed values, and the fits against data drawn from known
-parameters (seed 003: Blue Waters rendezvous parameters of Table 1, the ordering of Table 2)."""
+parameters (Gropp16: Blue Waters rendezvous parameters of Table 1, the ordering of Table 2)."""
 
 import math
 

@@ -401,7 +401,7 @@ def test_the_runtime_database_counts_loads_in_the_average_pes_seconds():
 def test_speeds_closer_than_the_probes_resolution_count_as_equal():
     """The speed probe of identical cores differs by up to 20% from step to step: PEs
     within SPEED_BAND of the median speed count as equal (their loads unscaled, equal
-    capacities); one at 0.7x of the others (seed 002 Fig. 17) still counts as slower."""
+    capacities); one at 0.7x of the others (Acun14 Fig. 17) still counts as slower."""
     from shoal.runtime.lb.driver import SPEED_BAND, _database
 
     def part(pe, speed):

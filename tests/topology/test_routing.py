@@ -1,4 +1,4 @@
-"""Link loads against brute force on small tori and meshes, and invariants (seed 004, 3.1)."""
+"""Link loads against brute force on small tori and meshes, and invariants (Balaji11, 3.1)."""
 
 import itertools
 from collections import defaultdict

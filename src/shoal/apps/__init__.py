@@ -1,1 +1,1 @@
-"""Application kernels the papers measure with (seed 000: PTRANS, MPI-FFT), on any communicator."""
+"""Application kernels the papers measure with (Levy14: PTRANS, MPI-FFT), on any communicator."""

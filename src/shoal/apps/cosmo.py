@@ -1,4 +1,4 @@
-"""A proxy of COSMO-SPECS+FD4 (seed 000, Section 4.2) with its five communication phases,
+"""A proxy of COSMO-SPECS+FD4 (Levy14, Section 4.2) with its five communication phases,
 weak scaling (each rank owns an ``nx x ny x nz`` block of a 2-D decomposition):
 
 1. ``halo``: static regular ghost exchange with the four grid neighbours (COSMO);

@@ -1,5 +1,5 @@
 """A distributed 1-D complex FFT by the six-step method (the structure of FFTE in HPCC's
-MPI-FFT, seed 000 Section 4.2): N = N1 N2 points, three all-to-all transposes.
+MPI-FFT, Levy14 Section 4.2): N = N1 N2 points, three all-to-all transposes.
 
 With x viewed as the N1 x N2 matrix A[n1, n2] = x[N2 n1 + n2] (rank p holds rows
 [p N1/P, (p+1) N1/P), i.e. a contiguous block of x):

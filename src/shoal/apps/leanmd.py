@@ -1,4 +1,4 @@
-"""LeanMD: molecular dynamics with cells and pairwise computes (seed 002, Section IV-B and
+"""LeanMD: molecular dynamics with cells and pairwise computes (Acun14, Section IV-B and
 Fig. 2), the load-balancing mini-app of shoal.
 
 The box is split into cells of side ``cutoff + skin``, a dense 3-D chare array

@@ -1,4 +1,4 @@
-"""What gossip costs the applications that share the machine (seed 000, Sections 4.2-5).
+"""What gossip costs the applications that share the machine (Levy14, Sections 4.2-5).
 
 ``sweep`` runs an application kernel (MPI-FFT, PTRANS, the COSMO-SPECS+FD4 proxy) next to
 the gossip service (:func:`shoal.gossip.colocate.colocated`) for the baseline (gossip ranks

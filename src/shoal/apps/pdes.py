@@ -1,4 +1,4 @@
-"""PDES: the YAWNS windowed conservative protocol running the PHOLD benchmark (seed 002,
+"""PDES: the YAWNS windowed conservative protocol running the PHOLD benchmark (Acun14,
 Section IV-E and Fig. 15), the fine-grained-message mini-app of shoal.
 
 Logical processes (LPs) are a dense 1-D chare array (:class:`LP`), ``lps`` per PE under the

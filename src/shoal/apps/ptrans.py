@@ -1,4 +1,4 @@
-"""PTRANS as in HPCC (seed 000, Section 4.2): A <- A^T + B for N x N matrices distributed
+"""PTRANS as in HPCC (Levy14, Section 4.2): A <- A^T + B for N x N matrices distributed
 block-cyclically (blocks of NB x NB) over a P x Q process grid; ranks exchange the blocks
 they hold with the owners of the transposed blocks by ``MPI_Sendrecv`` in pairs.
 

@@ -24,7 +24,7 @@ def ctl(home: str, command: str, pes: int | None, wait: str) -> None:
     """Send COMMAND to the job running in JOBDIR (printed by shoal run at start, or its
     --jobdir): `status` prints its PE count; `shrink N` / `expand N` moves it to N PEs. The
     job checkpoints at its next shoal.iteration() or AtSync point, ends, and shoal run
-    relaunches it on N PEs from that checkpoint (seed 002, Section III-D). Prints the time
+    relaunches it on N PEs from that checkpoint (Acun14, Section III-D). Prints the time
     from the request until the job runs at the new size."""
     from shoal.units import parse_duration
 

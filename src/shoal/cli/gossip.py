@@ -41,7 +41,7 @@ def _interval(text: str) -> float:
 
 @click.group()
 def gossip() -> None:
-    """Decentralized gossip of node state (Amar et al.; seed 000, Fig. 1)."""
+    """Decentralized gossip of node state (Amar et al.; Levy14, Fig. 1)."""
 
 
 @gossip.command()
@@ -251,7 +251,7 @@ def _print_cluster(snap, stats, hosts, service, rows) -> None:
               "and the gossip ranks' busy fraction, per configuration (PNG).")
 def overhead(nprocs, app, every, intervals, window, repeat, size_hint, csv_path,
              plot) -> None:
-    """Measure what gossip costs an application on the same ranks (seed 000, Table 1)."""
+    """Measure what gossip costs an application on the same ranks (Levy14, Table 1)."""
     from shoal.rank import require_mpi
 
     check_outputs({"--csv": csv_outputs(csv_path), "--plot": plot})

@@ -1,5 +1,5 @@
 """``shoal lb``: load balancing offline: synthesise databases and run the strategies on
-them, or on the databases a run dumped (seed 002, Section III-A)."""
+them, or on the databases a run dumped (Acun14, Section III-A)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ STRATEGY_NAMES = ("greedy", "refine", "greedy_refine", "metis", "topo", "orb", "
 
 @click.group()
 def lb() -> None:
-    """Load balancing offline (seed 002, Section III-A): make synthetic load-balancing
+    """Load balancing offline (Acun14, Section III-A): make synthetic load-balancing
     databases and compare the strategies on them or on the databases a run dumped."""
 
 

@@ -48,7 +48,7 @@ from shoal.files import check_outputs
 def map_cmd(shape, cores, mesh, pattern, mappings, top, routing, dor_order, half, metric,
             optimize, out, fmt) -> None:
     """Rank process mappings of a communication pattern by the link contention they cause
-    (Bhatele-style analysis of seed 004) and write the best one."""
+    (Bhatele-style analysis of Balaji11) and write the best one."""
     from shoal.mapping.mapfiles import write
     from shoal.mapping.mappings import letters
     from shoal.mapping.patterns import parse

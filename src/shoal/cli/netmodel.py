@@ -1,4 +1,4 @@
-"""``shoal netmodel``: fit, predict and advise with the max-rate model of seed 003."""
+"""``shoal netmodel``: fit, predict and advise with the max-rate model of Gropp16."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ SAVED = {"maxrate4": "maxrate4", "maxrate": "maxrate", "postal": "postal_all"}
 
 @click.group()
 def netmodel() -> None:
-    """Communication models of multicore nodes (Gropp et al.; seed 003): postal,
+    """Communication models of multicore nodes (Gropp et al.; Gropp16): postal,
     max-rate (T = alpha + k n / min(R_N, k R_C)) and their fitting."""
 
 
@@ -151,7 +151,7 @@ def _save_profile(regimes, csv_path, save: str) -> None:
 @click.option("--csv", "csv_path", default="netmodel.csv", show_default=True,
               help="Tidy output (k, n, repetition, seconds, bytes_per_s) + JSON sidecar.")
 def bench(nprocs, ks, sizes, repeat, mode, min_time, pseudo_nodes, csv_path) -> None:
-    """Measure k pairs exchanging n-byte messages between two nodes (seed 003, 4.1)."""
+    """Measure k pairs exchanging n-byte messages between two nodes (Gropp16, 4.1)."""
     from shoal.launch import ranks_share_this_host
     from shoal.netmodel.bench import geometric_sizes
     from shoal.rank import abort_on_error, require_mpi

@@ -1,4 +1,4 @@
-"""Decentralized gossip of node state (seed 000): the simulator, the MPI service and its
+"""Decentralized gossip of node state (Levy14): the simulator, the MPI service and its
 co-location with applications."""
 
 from shoal.gossip.colocate import colocated

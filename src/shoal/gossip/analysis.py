@@ -85,5 +85,5 @@ def window_age(nodes: int, window: int) -> float:
 
 def expected_age(nodes: int, window: int) -> float:
     """Expected average age ``A_v`` (units of time) of a node's vector entries, excluding its
-    own: ``1/(1-(1-1/(N-1))**W) + A_w`` (Amar et al.; compare Fig. 2 of seed 000)."""
+    own: ``1/(1-(1-1/(N-1))**W) + A_w`` (Amar et al.; compare Fig. 2 of Levy14)."""
     return 1.0 / refresh_probability(nodes, window) + window_age(nodes, window)

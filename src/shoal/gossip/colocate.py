@@ -1,4 +1,4 @@
-"""Gossip next to an application on the same machine (seed 000, Section 4.2).
+"""Gossip next to an application on the same machine (Levy14, Section 4.2).
 
 ``colocated`` splits a communicator as the paper's harness does: every ``every``-th rank runs
 the gossip service, the others get ``app_comm`` (the paper's wrapped MPI_COMM_WORLD). In the

@@ -11,7 +11,7 @@ from shoal.gossip.analysis import expected_age
 
 def age_vs_window(results, path: str, interval: float | None = None) -> None:
     """Average vector age against window size, one curve per N: the shape of Fig. 2 of
-    seed 000, simulated (markers) next to ``expected_age`` (dashed). Ages in units of time,
+    Levy14, simulated (markers) next to ``expected_age`` (dashed). Ages in units of time,
     or seconds when ``interval`` is given."""
     import matplotlib
 
@@ -43,7 +43,7 @@ def age_vs_window(results, path: str, interval: float | None = None) -> None:
 def overhead(rows: list[dict], path: str) -> None:
     """What gossip costs an application on the same ranks, one bar per configuration (the
     baseline first): on the left the application's time with its MPI part (the form of
-    Figures 3-5 of seed 000), on the right the gossiping ranks' busy fraction (Figure 6).
+    Figures 3-5 of Levy14), on the right the gossiping ranks' busy fraction (Figure 6).
     ``rows`` are those of :func:`shoal.apps.overhead.sweep` (``interval_s`` None for the
     baseline, ``window``, ``seconds``, ``mpi_fraction``, ``busy_fraction``); rows with an
     ``error`` are left out."""

@@ -1,6 +1,6 @@
 """The state record a node publishes and the layout of a vector entry on the wire.
 
-The paper's entries are 1 KiB (seed 000, Section 4.2); a record holds the fields a scheduler
+The paper's entries are 1 KiB (Levy14, Section 4.2); a record holds the fields a scheduler
 needs (load, free memory, cores) and opaque padding up to the chosen entry size, so that the
 cost of gossip can be measured at realistic message sizes. On the wire each entry is preceded
 by the node index and the age of the record, 16 bytes: with 1 KiB records and N = 1024 a 20%

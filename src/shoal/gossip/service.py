@@ -1,4 +1,4 @@
-"""The gossip algorithm as a service over MPI (seed 000, Fig. 1 and Section 4.2).
+"""The gossip algorithm as a service over MPI (Levy14, Fig. 1 and Section 4.2).
 
 Every rank of a communicator runs the algorithm at its own phase: once per interval it renews
 its own record, and sends the window of its youngest entries to a random rank. Sends have the

@@ -1,4 +1,4 @@
-"""Simulate the windowed gossip algorithm of Fig. 1 (seed 000) at the paper's scale and beyond.
+"""Simulate the windowed gossip algorithm of Fig. 1 (Levy14) at the paper's scale and beyond.
 
 Every node acts once per unit of time at its own random phase (clocks are not synchronised):
 it renews its own record, selects the W youngest entries of its vector (its own included) and

@@ -1,4 +1,4 @@
-"""The information vector of one node (seed 000, Fig. 1).
+"""The information vector of one node (Levy14, Fig. 1).
 
 One entry per node: the latest state record known for it and the local time at which that
 record was born, ``born = arrival time - age at arrival`` (Fig. 1 registers the arrival time

@@ -1,1 +1,1 @@
-"""Topology-aware process mapping: patterns, mappings, contention metrics (seed 004)."""
+"""Topology-aware process mapping: patterns, mappings, contention metrics (Balaji11)."""

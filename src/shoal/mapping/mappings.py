@@ -1,4 +1,4 @@
-"""Process mappings onto a torus (seed 004, Section 2.2).
+"""Process mappings onto a torus (Balaji11, Section 2.2).
 
 A mapping string orders T (the cores of a node) and the torus dimensions; the first letter
 varies fastest: with TXYZ, ranks fill the cores of a node, then nodes along X, Y and Z

@@ -1,4 +1,4 @@
-"""Contention metrics of a mapping (seed 004, Section 3).
+"""Contention metrics of a mapping (Balaji11, Section 3).
 
 From the link loads of all messages: the maximum and the means (over all links, over used
 links) per directed link and per bidirectional link (the two directions summed), in bytes

@@ -1,4 +1,4 @@
-"""A mapping optimiser for arbitrary communication graphs (beyond seed 004, which only ranks
+"""A mapping optimiser for arbitrary communication graphs (beyond Balaji11, which only ranks
 the orderings a machine allows).
 
 Recursive bisection: split the set of nodes in two halves along the longest dimension of

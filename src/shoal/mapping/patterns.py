@@ -1,4 +1,4 @@
-"""Communication patterns described declaratively (seed 004: the application describes its
+"""Communication patterns described declaratively (Balaji11: the application describes its
 pattern, the runtime maps it; Section 2.1 lists the patterns of real codes).
 
 A description is a string (or the same keys in a TOML/JSON file):

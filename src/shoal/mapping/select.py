@@ -1,4 +1,4 @@
-"""Choosing a mapping: evaluate the candidates and rank them by a metric (seed 004, Section
+"""Choosing a mapping: evaluate the candidates and rank them by a metric (Balaji11, Section
 3: "the contention analysis model, as its output, predicts an optimal mapping")."""
 
 from __future__ import annotations

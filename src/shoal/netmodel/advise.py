@@ -1,4 +1,4 @@
-"""Advice from a fitted model (seed 003, Sections 3.1 and 5).
+"""Advice from a fitted model (Gropp16, Sections 3.1 and 5).
 
 - The number of processes per node worth communicating at once: beyond k* = R_N / R_C the
   node's injection rate is the limit and more processes only share it.

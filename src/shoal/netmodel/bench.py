@@ -1,4 +1,4 @@
-"""The multi-pair benchmark of seed 003, Section 4.1, over MPI.
+"""The multi-pair benchmark of Gropp16, Section 4.1, over MPI.
 
 k = 1..K processes of one node exchange messages with partners on another node, all at once;
 for each k and message size n the time of a round is the maximum over the participating

@@ -3,7 +3,7 @@
 Every rank gets its own network namespace; its link to its node's router is shaped to R_C
 (``tc tbf``, both directions), and the two node routers are joined by a link shaped to R_N.
 So k processes of node A sending to node B get min(R_N, k R_C), the premise of eq. 3 of
-seed 003. mpiexec starts each rank inside its namespace through hydra's ssh launcher with a
+Gropp16. mpiexec starts each rank inside its namespace through hydra's ssh launcher with a
 script that runs ``ip netns exec``; the root namespace reaches the routers through an
 unshaped control link (hydra's proxies connect back to mpiexec over it). MPICH's UCX netmod
 is told to use TCP only (``UCX_TLS=tcp,self``): otherwise it would take shared memory and

@@ -1,4 +1,4 @@
-"""Fitting the models to measurements (seed 003, Section 4.1).
+"""Fitting the models to measurements (Gropp16, Section 4.1).
 
 Every fit minimises the paper's weighted error ``sum_i (y_i - f(p, k_i, n_i))^2 / n_i`` (the
 time of a round, weighted down for large messages whose times are large). The max-rate

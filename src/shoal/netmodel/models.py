@@ -1,5 +1,5 @@
 """Models of the time to send an n-byte message from each of k processes of a node to
-partners on another node (seed 003, Section 3).
+partners on another node (Gropp16, Section 3).
 
 - ``postal``: T = alpha + beta n, whatever k (eq. 1-2: the ping-pong model);
 - ``maxrate``: T = alpha + k n / min(R_N, k R_C) (eq. 3: R_C per process, R_N per node);

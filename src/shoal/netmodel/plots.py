@@ -1,5 +1,5 @@
 """Figures of the netmodel part: measured and modelled aggregate bandwidth against message
-size, one curve per k (the form of seed 003's Fig. 1), and relative-error maps over (k, n)
+size, one curve per k (the form of Gropp16's Fig. 1), and relative-error maps over (k, n)
 per fit variant (the form of Fig. 2)."""
 
 from __future__ import annotations

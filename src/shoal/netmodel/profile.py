@@ -1,5 +1,5 @@
 """Machine profiles: every model fitted per protocol regime, with its relative-error sum on
-the regime's measurements (the quantity of seed 003's Table 2), saved as TOML for the
+the regime's measurements (the quantity of Gropp16's Table 2), saved as TOML for the
 mapping and runtime parts and for ``shoal netmodel predict`` and ``advise``.
 
 A profile holds, per regime, every model the data could give (max-rate 4-p, eq. 4; 3-p,
@@ -99,7 +99,7 @@ class Profile:
         """Write the profile as TOML (atomically)."""
         lines = ["# shoal netmodel profile: the time of k processes per node each sending n",
                  "# bytes to another node, every fitted model per protocol regime with its",
-                 "# relative-error sum (seed 003)"]
+                 "# relative-error sum (Gropp16)"]
         for key, value in self.meta.items():
             lines.append(f"{key} = {_toml(value)}")
         for reg in self.regimes:

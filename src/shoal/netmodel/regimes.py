@@ -1,5 +1,5 @@
 """Protocol regimes (short, eager, rendezvous) and the per-regime comparison of the models
-(seed 003, Section 4.1 and Tables 1-2).
+(Gropp16, Section 4.1 and Tables 1-2).
 
 MPI libraries send short messages inline, longer ones eagerly and the longest by rendezvous;
 each regime has its own latency and rates, so each is fitted separately. Thresholds are

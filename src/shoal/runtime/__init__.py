@@ -1,4 +1,4 @@
-"""Over-decomposed, message-driven, migratable objects over MPI (seed 002): the Charm++
+"""Over-decomposed, message-driven, migratable objects over MPI (Acun14): the Charm++
 model in Python. See :mod:`shoal.runtime.pe` for the scheduler and its managers."""
 
 from shoal.runtime.aggregation import Aggregator

@@ -1,4 +1,4 @@
-"""Aggregation of fine-grained items over a virtual mesh of PEs (seed 002, Section III-F:
+"""Aggregation of fine-grained items over a virtual mesh of PEs (Acun14, Section III-F:
 TRAM, the Topological Routing and Aggregation Module).
 
 ``agg = shoal.Aggregator(proxy, "method")`` makes a stream of items to the elements of an

@@ -1,4 +1,4 @@
-"""The functions a shoal program calls (seed 002, Section II-D; Section III-G for library
+"""The functions a shoal program calls (Acun14, Section II-D; Section III-G for library
 mode). Every rank runs ``shoal.start(main)``; ``main`` runs on PE 0 and the others serve.
 """
 

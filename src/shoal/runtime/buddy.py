@@ -1,4 +1,4 @@
-"""Double in-memory checkpoints (seed 002, Section III-B, ref. [7]: Charm++'s double
+"""Double in-memory checkpoints (Acun14, Section III-B, ref. [7]: Charm++'s double
 in-memory checkpointing): every PE keeps its shard of a checkpoint in memory and a copy at
 its buddy, a PE on another node when there is one, so the loss of one node loses no shard.
 

@@ -1,4 +1,4 @@
-"""The chare: a migratable object whose methods are invoked by messages (seed 002, II-D).
+"""The chare: a migratable object whose methods are invoked by messages (Acun14, II-D).
 
 Subclass :class:`Chare`; every public method is an entry method. A plain method runs to
 completion; an ``async def`` method may ``await`` futures, reductions and channels, and other
@@ -11,7 +11,7 @@ condition holds; ``await self.wait("...")`` does the same inside a coroutine
 (:mod:`shoal.runtime.guards`).
 
 Migration packs the object with pickle: ``__getstate__``/``__setstate__`` are the PUP hook
-(seed 002, Fig. 3); by default the instance ``__dict__`` travels. ``on_migrated()`` runs on
+(Acun14, Fig. 3); by default the instance ``__dict__`` travels. ``on_migrated()`` runs on
 the new PE after arrival.
 """
 

@@ -1,4 +1,4 @@
-"""Checkpoint to disk and restart on any number of PEs (seed 002, Section III-B: "Split
+"""Checkpoint to disk and restart on any number of PEs (Acun14, Section III-B: "Split
 execution is trivially enabled by migrating the work/data units to disk. Since the
 checkpoints are unit-based, restarting from them does not depend on the core counts").
 

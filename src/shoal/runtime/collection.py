@@ -1,5 +1,5 @@
 """What one PE holds of a chare array or group: its local elements, where it believes the
-others are, and its share of reductions and broadcasts (seed 002, II-D).
+others are, and its share of reductions and broadcasts (Acun14, II-D).
 
 Location management: an element's home PE (its map) knows where it is (``where``; absent
 means "at home"); a PE an element left keeps a forwarding pointer (``forward``); other PEs

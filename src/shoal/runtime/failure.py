@@ -1,4 +1,4 @@
-"""Exceptions that reach the caller (seed 002, II-B: a future carries an entry method's
+"""Exceptions that reach the caller (Acun14, II-B: a future carries an entry method's
 result, and a failure is a result too).
 
 An exception in an entry method called with ``ret=True`` (or in a broadcast with ``ret=True``

@@ -1,4 +1,4 @@
-"""Futures and the coroutines that wait on them (seed 002, Section II-B: asynchronous
+"""Futures and the coroutines that wait on them (Acun14, Section II-B: asynchronous
 message-driven execution; a suspended coroutine lets other objects of its PE run).
 
 A :class:`Future` lives on the PE that created it. It may be sent anywhere inside a message;

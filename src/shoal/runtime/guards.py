@@ -1,5 +1,5 @@
 """Guarded entry methods and awaited conditions: a message waits until its chare is ready
-for it (seed 002, II-B: message-driven execution, where the order in which messages arrive
+for it (Acun14, II-B: message-driven execution, where the order in which messages arrive
 is not the order a chare can use them; Charm++'s ``when`` clauses, charm4py's ``@when`` and
 ``self.wait``).
 

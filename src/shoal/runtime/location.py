@@ -1,4 +1,4 @@
-"""Which elements exist and where they are (seed 002, II-C and II-D): creation of arrays and
+"""Which elements exist and where they are (Acun14, II-C and II-D): creation of arrays and
 groups, insertion and deletion while the program runs, and location management (home PEs,
 forwarding pointers, caches corrected after a forward).
 

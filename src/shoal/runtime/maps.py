@@ -1,4 +1,4 @@
-"""Home PEs of array elements (seed 002, II-D: scalable location management).
+"""Home PEs of array elements (Acun14, II-D: scalable location management).
 
 Every element has a home PE given by its array's map; the home always knows where the
 element is. The initial placement of a dense array is the home. Built-in maps: ``"block"``

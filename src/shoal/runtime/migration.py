@@ -1,4 +1,4 @@
-"""Migration of array elements between PEs (seed 002, II-C: migratability; III-A: the load
+"""Migration of array elements between PEs (Acun14, II-C: migratability; III-A: the load
 balancer moves many at once).
 
 An element travels with its queued messages, its sequence numbers (``expected`` from every

@@ -1,4 +1,4 @@
-"""One PE of the runtime: a message-driven scheduler over MPI (seed 002, Sections II-III).
+"""One PE of the runtime: a message-driven scheduler over MPI (Acun14, Sections II-III).
 
 Each MPI rank is a PE. Its scheduler alternates between the network (envelopes from other
 PEs) and its queue of work (entry-method invocations, coroutine resumptions; see

@@ -1,4 +1,4 @@
-"""Per-PE state and set-up code (seed 002, II-D: a group has one member per PE; charm4py's
+"""Per-PE state and set-up code (Acun14, II-D: a group has one member per PE; charm4py's
 readonly globals and remote execution are built on one).
 
 :func:`run_on_all` runs a function on every PE and gives the list of its results in PE

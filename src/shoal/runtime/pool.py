@@ -1,5 +1,5 @@
 """A pool of tasks over every PE: ``await shoal.pool.map(f, items, chunksize=)`` and
-``await shoal.pool.submit(f, *args, **kwargs)`` (seed 002, II-A and II-B: over-decomposed work that
+``await shoal.pool.submit(f, *args, **kwargs)`` (Acun14, II-A and II-B: over-decomposed work that
 the runtime places, message-driven; charm4py's ``charm.pool``).
 
 A task is a function and its arguments, pickled at the caller (a lambda or a local

@@ -1,4 +1,4 @@
-"""Proxies: how a program names chares it does not hold (seed 002, Section II-D).
+"""Proxies: how a program names chares it does not hold (Acun14, Section II-D).
 
 ``arr[i, j].method(*args)`` sends one message to element (i, j) wherever it lives;
 ``arr.method(*args)`` broadcasts to every element. Three keyword arguments are the runtime's:

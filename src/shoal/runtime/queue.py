@@ -1,5 +1,5 @@
 """The scheduler queue of a PE: work waiting to run, lowest priority value first and FIFO
-among equals (seed 002, Section II-B: message-driven execution).
+among equals (Acun14, Section II-B: message-driven execution).
 
 An entry is ``(run, a, b)``: the scheduler calls ``run(a, b)``. Entries of priority 0, the
 common case, wait in a deque; the others in a heap keyed by ``(prio, arrival)``. Negative

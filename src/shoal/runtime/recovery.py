@@ -1,5 +1,5 @@
 """In-job recovery from a dead PE with the MPI fault-tolerance extensions (ULFM), issue 14
-section 2, seed 002 Section III-B ("when a failure is detected ... the runtime ... restarts
+section 2, Acun14 Section III-B ("when a failure is detected ... the runtime ... restarts
 from the last in-memory checkpoint" of the failed PEs' buddies, without a job restart).
 
 Under ``shoal.start(main, ft=True)`` (``shoal run --ft``) every MPI call of the runtime

@@ -1,4 +1,4 @@
-"""Reducers: how contributions to a reduction combine (seed 002, Section III: collectives).
+"""Reducers: how contributions to a reduction combine (Acun14, Section III: collectives).
 
 A reducer combines two partial results; it must be associative and commutative, because
 contributions are combined per PE first and then along a tree over PEs in whatever order they

@@ -1,4 +1,4 @@
-"""Shrink and expand on command (seed 002, Section III-D: "the ability of parallel jobs to
+"""Shrink and expand on command (Acun14, Section III-D: "the ability of parallel jobs to
 shrink or expand the number of processors on which they are executing at run-time in
 response to an external command"; Fig. 5).
 
@@ -15,7 +15,7 @@ number of processes from that checkpoint: elements are spread over the new PEs a
 restart (and balanced when an LB is configured), and ``main`` continues from its restored
 state. No process of the old size stays behind.
 
-Charm++ shrinks the same way since its residual processes were removed (seed 002 ref. [16]):
+Charm++ shrinks the same way since its residual processes were removed (Acun14 ref. [16]):
 the objects are checkpointed in memory, the processes restart at the new size and the
 objects are redistributed; its Fig. 5 time (2.7 s to shrink 256 -> 128 cores, 7.2 s to
 expand) "is dominated by the time taken to restart the application processes". Moving

@@ -1,5 +1,5 @@
 """Which elements a section names: ``arr[0:8, ::2]`` as numpy would index the grid of an
-array's indices (seed 002, II-D: collections of chares are addressed by index; Charm++'s
+array's indices (Acun14, II-D: collections of chares are addressed by index; Charm++'s
 array sections are the subsets a program names by such ranges).
 
 :func:`select` turns a key of slices, integers and at most one ``...`` into the sorted list

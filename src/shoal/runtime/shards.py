@@ -1,4 +1,4 @@
-"""The on-disk format of a checkpoint (seed 002, Section III-B: chare-based checkpoints, so a
+"""The on-disk format of a checkpoint (Acun14, Section III-B: chare-based checkpoints, so a
 restart does not depend on the number of PEs).
 
 A checkpoint is a directory::

@@ -1,4 +1,4 @@
-"""The virtual mesh of PEs that aggregation routes items over (seed 002, Section III-F: TRAM).
+"""The virtual mesh of PEs that aggregation routes items over (Acun14, Section III-F: TRAM).
 
 The P PEs are arranged as an N-D mesh of shape ``(s_1, ..., s_N)`` with ``s_1 ... s_N = P``
 (PE ``p`` at the row-major coordinates of ``p``, the last coordinate fastest). A PE's peers

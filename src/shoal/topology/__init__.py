@@ -1,1 +1,1 @@
-"""Tori and meshes, routing models and link loads (seed 004, Section 3.1)."""
+"""Tori and meshes, routing models and link loads (Balaji11, Section 3.1)."""

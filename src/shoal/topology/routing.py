@@ -1,4 +1,4 @@
-"""Routing models and link loads (seed 004, Section 3.1).
+"""Routing models and link loads (Balaji11, Section 3.1).
 
 - ``dor``: "for small messages, BG/P uses a static routing algorithm in a dimension-wise
   order (e.g., first along the X-axis, then the Y-axis, and finally the Z-axis)"; the order

@@ -1,4 +1,4 @@
-"""Tori and meshes of any dimension with several cores per node (seed 004, Section 2.2: the
+"""Tori and meshes of any dimension with several cores per node (Balaji11, Section 2.2: the
 BG/P partitions of Table 1 are 3D tori of quad-core nodes; BG/Q is a 5D torus).
 
 Nodes are numbered with the first dimension fastest (node = x + X (y + Y z) ...). Directed
@@ -135,6 +135,6 @@ class Torus:
         return self.nodes // self.dims[d] * cuts * 2
 
 
-# the partitions of the Argonne BG/P system (seed 004, Table 1)
+# the partitions of the Argonne BG/P system (Balaji11, Table 1)
 BGP_PARTITIONS = {512: (8, 8, 8), 1024: (8, 8, 16), 2048: (8, 8, 32), 4096: (8, 16, 32),
                   8192: (8, 32, 32), 16384: (16, 32, 32), 32768: (32, 32, 32)}

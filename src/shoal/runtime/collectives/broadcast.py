@@ -1,4 +1,4 @@
-"""Broadcasts to every element of an array or group (seed 002, Section III).
+"""Broadcasts to every element of an array or group (Acun14, Section III).
 
 A broadcast goes to the root (PE 0), which numbers it, then down the spanning tree of PEs;
 each PE runs it on its local elements. An element runs a collection's broadcasts once each

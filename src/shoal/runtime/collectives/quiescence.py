@@ -1,4 +1,4 @@
-"""Quiescence detection (seed 002, Section III): a future that resolves when no application
+"""Quiescence detection (Acun14, Section III): a future that resolves when no application
 message is in flight or queued anywhere, the end of the job once ``main`` has returned, and
 the check that ``main`` is not stuck.
 

@@ -1,4 +1,4 @@
-"""Reductions over the elements of an array or group (seed 002, Section III).
+"""Reductions over the elements of an array or group (Acun14, Section III).
 
 Each element contributes to its reductions in order (its ``redno`` counts them). A PE
 combines the contributions of its local elements to reduction ``r`` and sends the partial

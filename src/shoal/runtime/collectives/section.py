@@ -1,5 +1,5 @@
 """Sections: a fixed subset of an array's or group's elements with a proxy of its own, for
-multicasts and reductions over just those elements (seed 002, II-D: indexed collections of
+multicasts and reductions over just those elements (Acun14, II-D: indexed collections of
 chares and scalable location management; Charm++'s array sections).
 
 **Making one** (``arr[0:8, ::2]``, ``arr.section([...])``, on any PE: that PE is its

@@ -4,7 +4,7 @@ objects stay where they are.
 
 Every strategy weighs PEs by their capacity (``db.capacity()``: speed times the share of the
 core not taken by background work, normalised to sum to ``npes``), so a core shared with
-another VM (seed 002 Fig. 16) or running at 0.7x frequency (Fig. 17) gets proportionally less
+another VM (Acun14 Fig. 16) or running at 0.7x frequency (Fig. 17) gets proportionally less
 work: at balance the load on PE ``p`` is ``capacity[p] * total / npes``. Figures are in
 *scaled load*, ``load on p / capacity[p]`` (the time PE ``p`` needs for its objects). Objects
 with ``migratable == False`` never move; their load counts on their PE.

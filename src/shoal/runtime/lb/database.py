@@ -1,5 +1,5 @@
 """The load-balancing database: what the runtime measured since the last balancing step
-(seed 002, Section III-A: "the RTS instruments the computation load and the communication
+(Acun14, Section III-A: "the RTS instruments the computation load and the communication
 pattern of each unit in a distributed database"; the recent past predicts the near future).
 
 A :class:`LBDatabase` is plain numpy arrays, one entry per object (migratable element) and
@@ -9,7 +9,7 @@ no MPI inside: they run the same in the runtime, offline on a dumped database, a
 Objects are numbered ``0..n-1``; ``pe[i]`` is where object ``i`` is now. A PE's capacity is
 ``speed * share``, where ``share = 1 - background / (wall - slept)`` is the part of the core
 the PE had while it wanted it, busy or polling (:func:`core_share`): a core shared with
-another process (background time, seed 002 Fig. 16) or running slower (Fig. 17: a node at
+another process (background time, Acun14 Fig. 16) or running slower (Fig. 17: a node at
 0.7x frequency) gets less work. (Of the whole wall time, the background fraction would make
 a PE that sleeps at sync points look faster than it is: while it sleeps the other process
 has the core without taking anything from it. Of the busy time alone, a mostly idle PE

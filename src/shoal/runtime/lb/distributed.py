@@ -1,4 +1,4 @@
-"""GrapevineLB (Menon and Kale, SC'13; Charm++'s DistributedLB; seed 002, Section IV-A: AMR3D
+"""GrapevineLB (Menon and Kale, SC'13; Charm++'s DistributedLB; Acun14, Section IV-A: AMR3D
 uses "a distributed load balancing strategy"): no PE ever gathers the database. The
 per-PE steps are the methods of :class:`PEState`; :func:`simulate` runs them round by round
 on a database with explicit messages (offline, ``shoal lb simulate``), and
@@ -7,7 +7,7 @@ on a database with explicit messages (offline, ``shoal lb simulate``), and
 
 1. One reduction gives the average scaled load ``avg`` (total load / total capacity;
    counted as ``2 (P - 1)`` messages, up and down a tree).
-2. Gossip, the windowed algorithm of seed 000 (Fig. 1) in synchronous rounds: an
+2. Gossip, the windowed algorithm of Levy14 (Fig. 1) in synchronous rounds: an
    underloaded PE (scaled load < ``avg``) starts knowing its own ``(PE, load, capacity)``
    entry; every round, each PE that knows any entry sends the ``window`` youngest entries it
    knows (the most recently learned, its own always included, renewed) to ``fanout`` (2)

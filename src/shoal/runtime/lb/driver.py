@@ -1,5 +1,5 @@
 """The load balancer inside the runtime: when to balance, the database, and the step itself
-(seed 002, Section III-A: "in the AtSync mode ... the load statistics are collected and the
+(Acun14, Section III-A: "in the AtSync mode ... the load statistics are collected and the
 user specified load balancing strategy is used to compute the new mapping. Once the load
 balancing decision is made, the framework handles the migration of the chares to the newly
 mapped PEs and resumes them").
@@ -411,7 +411,7 @@ class Balancer:
             for when, where in (("before", db.pe), ("after", after)):
                 self.record[f"node_bytes_{when}"] = rt.nodes.cross_bytes(
                     where[db.src], where[db.dst], db.bytes)
-        if self.machine is not None:  # bytes x hops on the torus (seed 004, Section 3)
+        if self.machine is not None:  # bytes x hops on the torus (Balaji11, Section 3)
             self.record["hop_bytes_before"] = self.machine.hop_bytes(db)
             self.record["hop_bytes_after"] = self.machine.hop_bytes(
                 db, np.where(db.migratable, placement, db.pe))
@@ -555,7 +555,7 @@ def _period_load(slot: Slot, total: float) -> float:
 
 def _speed() -> float:
     """This PE's speed now: the inverse of the least CPU time of ``SPEED_RUNS`` runs of a
-    fixed loop of about 50 µs, after one that warms up (seed 002 Fig. 17: a node at 0.7x
+    fixed loop of about 50 µs, after one that warms up (Acun14 Fig. 17: a node at 0.7x
     frequency; a core whose sibling another process keeps busy slows the same way, and
     neither shows as background time). CPU time, so that time another process held the
     core (the background) is not counted twice. A PE comes to a balancing step from a wait
@@ -660,7 +660,7 @@ def _database(parts: list[dict[str, Any]], npes: int) -> LBDatabase:
     speed /= np.median(speed)
     # the probe's resolution: on identical cores of this machine two PEs probing at once
     # differed by up to 14%, and at a step by 20% (0.89 / 1.11 of their mean), which the
-    # balancer turned into as much imbalance; a node at 0.7x (seed 002 Fig. 17) is 30% off
+    # balancer turned into as much imbalance; a node at 0.7x (Acun14 Fig. 17) is 30% off
     speed[np.abs(speed - 1.0) < SPEED_BAND] = 1.0
     speed /= speed.mean()
     # seconds measured on a slow PE are more than the work they did: in units of the

@@ -1,4 +1,4 @@
-"""MetisLB (seed 002, Section III-A: strategies "for balancing computation load or
+"""MetisLB (Acun14, Section III-A: strategies "for balancing computation load or
 communication"): partition the objects' communication graph with METIS so that each PE gets
 its share of the load and little traffic crosses between PEs, then relabel the parts so that
 most objects stay where they are.

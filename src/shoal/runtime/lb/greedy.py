@@ -1,4 +1,4 @@
-"""GreedyLB, RefineLB and GreedyRefineLB (seed 002, Section III-A): the centralised strategies
+"""GreedyLB, RefineLB and GreedyRefineLB (Acun14, Section III-A): the centralised strategies
 that balance computation only, with their compiled kernels.
 
 - :func:`greedy`: LPT, heaviest object first to the PE where it would finish first.
@@ -268,9 +268,9 @@ def _lpt(db: LBDatabase, cap: np.ndarray, order: np.ndarray, keep: float) -> np.
 
 
 def greedy(db: LBDatabase) -> np.ndarray:
-    """GreedyLB (seed 002, Section III-A): every migratable object, heaviest first, goes to
+    """GreedyLB (Acun14, Section III-A): every migratable object, heaviest first, goes to
     the PE where it would finish first, ``argmin (load on p + object) / capacity[p]`` (LPT on
-    uniform machines; capacities as in seed 002 Fig. 16-17).
+    uniform machines; capacities as in Acun14 Fig. 16-17).
 
     Guarantees: the current placement is ignored (almost every object moves). The maximum
     scaled load is at most ``max(fixed, avg + w_max)``, ``fixed`` the highest scaled load of
@@ -288,13 +288,13 @@ def greedy(db: LBDatabase) -> np.ndarray:
 
 
 def greedy_refine(db: LBDatabase, tolerance: float = 1.01) -> np.ndarray:
-    """GreedyRefineLB (Charm++'s strategy of that name; seed 002, Section III-A): greedy's
+    """GreedyRefineLB (Charm++'s strategy of that name; Acun14, Section III-A): greedy's
     quality with few migrations.
 
     First runs :func:`greedy` to learn the maximum scaled load ``M`` it reaches; the bound is
     ``tolerance * M``. Then assigns the migratable objects again, heaviest first: an object
     stays on its PE when that PE's scaled load with it stays under the bound, otherwise it
-    goes to the PE where it finishes first (as in greedy). Capacities as in seed 002 Fig.
+    goes to the PE where it finishes first (as in greedy). Capacities as in Acun14 Fig.
     16-17.
 
     Guarantee: the maximum scaled load is ``<= tolerance * M``. The default 1.01 (within 1%
@@ -352,10 +352,10 @@ def _relabelled(db: LBDatabase, placement: np.ndarray, cap: np.ndarray) -> np.nd
 
 
 def refine(db: LBDatabase, tolerance: float = 1.05) -> np.ndarray:
-    """RefineLB (seed 002, Section III-A): move objects only off overloaded PEs, few moves.
+    """RefineLB (Acun14, Section III-A): move objects only off overloaded PEs, few moves.
 
     A PE is overloaded when its scaled load exceeds ``tolerance * avg`` (capacities as in
-    seed 002 Fig. 16-17; a PE of speed 0 is overloaded by any load, so refine evacuates it).
+    Acun14 Fig. 16-17; a PE of speed 0 is overloaded by any load, so refine evacuates it).
     Repeatedly, from the most overloaded PE, one object moves to the PE with the most room
     under that threshold (``tolerance * avg * capacity - load``): the smallest object that
     alone brings the donor under the threshold and fits the receiver, else the largest that

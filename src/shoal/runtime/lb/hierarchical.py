@@ -1,4 +1,4 @@
-"""Hierarchical balancing (HybridLB / TreeLB; seed 002, Section IV-B: "the use of scalable
+"""Hierarchical balancing (HybridLB / TreeLB; Acun14, Section IV-B: "the use of scalable
 hierarchical load balancer, HybridLB, improves the performance [of LeanMD] by at least 40%"):
 the PEs form groups (the PEs of one node, or blocks of 64), and no PE ever holds the whole
 database.

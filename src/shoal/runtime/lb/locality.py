@@ -1,5 +1,5 @@
 """Which objects carry the load a strategy moves: the communication-aware tie-break of
-``greedy_refine`` and ``refine`` (seed 002, Section III-A: strategies "for balancing
+``greedy_refine`` and ``refine`` (Acun14, Section III-A: strategies "for balancing
 computation load or communication").
 
 A strategy that balances computation decides how much load leaves each overloaded PE for

@@ -1,5 +1,5 @@
-"""Where the PEs are: a torus (:class:`shoal.topology.torus.Torus`, seed 004 Section 2.2) and
-the node of every PE, for the topology-aware balancer and for hop-bytes (seed 004, Section 3:
+"""Where the PEs are: a torus (:class:`shoal.topology.torus.Torus`, Balaji11 Section 2.2) and
+the node of every PE, for the topology-aware balancer and for hop-bytes (Balaji11, Section 3:
 bytes times hops, summed over messages)."""
 
 from __future__ import annotations

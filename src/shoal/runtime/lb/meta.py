@@ -1,6 +1,6 @@
 """When balancing pays: the MetaBalancer model (Menon, Jain, Zheng and Kale, "Automated
-load balancing invocation based on application characteristics", IEEE Cluster 2012; seed
-002 ref. [47] and Section III-A: "the RTS can observe the application and automate the
+load balancing invocation based on application characteristics", IEEE Cluster 2012;
+Acun14 ref. [47] and Section III-A: "the RTS can observe the application and automate the
 decision of when to invoke load balancing").
 
 At every AtSync point the runtime gives the model each PE's load in the iteration that just

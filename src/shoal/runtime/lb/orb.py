@@ -1,4 +1,4 @@
-"""Orthogonal recursive bisection (seed 002, Section IV-C: the Barnes-Hut mini-app balances
+"""Orthogonal recursive bisection (Acun14, Section IV-C: the Barnes-Hut mini-app balances
 "a load balancing strategy which performs Orthogonal Recursive Bisection (ORB)"): cut space
 into boxes of equal work, one per PE, so that objects near each other share a PE.
 

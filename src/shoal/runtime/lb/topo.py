@@ -1,7 +1,7 @@
-"""Topology-aware balancing (TopoLB; seed 002, Section III-A "balancing computation load or
-communication", with the machine model of seed 004): partition the communication graph,
+"""Topology-aware balancing (TopoLB; Acun14, Section III-A "balancing computation load or
+communication", with the machine model of Balaji11): partition the communication graph,
 then place the parts on the PEs so that the bytes between parts travel few hops on the torus
-(hop-bytes, seed 004 Section 3).
+(hop-bytes, Balaji11 Section 3).
 
 1. METIS splits the migratable objects into one part per PE that can take load (target > 0,
    :func:`.common.targets`), of equal weight (any part may then go to any such PE).
