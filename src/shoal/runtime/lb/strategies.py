@@ -1,6 +1,6 @@
 """Load-balancing strategies: pure functions from an :class:`LBDatabase` to a new placement.
 
-Acun14 (Acun et al., SC'14; docs/references.md), Section III-A: the runtime measures the load of every object
+Acun14 (SC'14; docs/references.md), Section III-A: the runtime measures the load of every object
 since the last step ("the recent past is a good predictor of the near future") and a
 strategy computes the new mapping of objects to PEs from these measurements; the framework
 then migrates the objects. Strategies see only the database (numpy arrays), never MPI, so
