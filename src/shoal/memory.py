@@ -10,19 +10,23 @@ import resource
 from shoal.errors import UsageError
 
 
-def available() -> int:
-    """Bytes this process can still allocate: ``MemAvailable`` of /proc/meminfo (else the
-    physical memory), capped by the address-space limit (RLIMIT_AS) when one is set."""
-    free = None
+def node_available() -> int:
+    """Bytes of memory the machine has available for new work: ``MemAvailable`` of
+    /proc/meminfo, else the free physical pages (what gossip publishes of a node)."""
     try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
+        with open("/proc/meminfo", "rb") as fh:
             for line in fh:
-                if line.startswith("MemAvailable:"):
-                    free = int(line.split()[1]) * 1024
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
     except OSError:
         pass
-    if free is None:
-        free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def available() -> int:
+    """Bytes this process can still allocate: :func:`node_available`, capped by the
+    address-space limit (RLIMIT_AS) when one is set."""
+    free = node_available()
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft != resource.RLIM_INFINITY:
         free = min(free, soft)

@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shoal.runtime.wire.pool import PAGE, PER_CLASS, Pool, size_class
+from shoal.runtime.wire.pool import PAGE, PER_CLASS, BufferPool, size_class
 
 
 @given(st.integers(1, 1 << 34))
@@ -24,7 +24,7 @@ def test_classes_are_four_per_octave():
 @given(st.lists(st.tuples(st.integers(1, 300_000), st.booleans()), max_size=60),
        st.integers(0, 1 << 20))
 def test_the_pool_stays_within_its_bytes_and_never_hands_out_memory_in_use(requests, limit):
-    pool = Pool(limit)
+    pool = BufferPool(limit)
     live = []
     for n, keep in requests:
         buf = pool.get(n)
@@ -40,7 +40,7 @@ def test_the_pool_stays_within_its_bytes_and_never_hands_out_memory_in_use(reque
 
 
 def test_arrays_of_many_sizes_keep_at_most_the_limit_and_reuse_dropped_buffers():
-    pool = Pool(4 << 20)
+    pool = BufferPool(4 << 20)
     rng = np.random.default_rng(0)
     for n in rng.integers(8 << 10, 64 << 10, 20_000):  # the case, dropped at once
         pool.get(int(n))
@@ -54,7 +54,7 @@ def test_arrays_of_many_sizes_keep_at_most_the_limit_and_reuse_dropped_buffers()
 
 
 def test_a_buffer_larger_than_the_limit_is_not_kept():
-    pool = Pool(1 << 20)
+    pool = BufferPool(1 << 20)
     big = pool.get(2 << 20)
     assert len(pool) == 0 and pool.bytes == 0
     del big

@@ -4,20 +4,10 @@ from __future__ import annotations
 
 import os
 
-
-def _available_memory() -> int:
-    """Bytes of memory available to new work (MemAvailable on Linux)."""
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            for line in f:
-                if line.startswith(b"MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+from shoal.memory import node_available
 
 
 def local_state() -> dict:
     """The default state record: 1-minute load average, available memory (bytes), cores."""
-    return {"load": os.getloadavg()[0], "free_mem": _available_memory(),
+    return {"load": os.getloadavg()[0], "free_mem": node_available(),
             "cores": os.cpu_count() or 1}

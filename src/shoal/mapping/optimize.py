@@ -77,9 +77,9 @@ def bisection(torus: Torus, pattern: Pattern,
     return node, core
 
 
-def refine(torus: Torus, pattern: Pattern, node: np.ndarray, core: np.ndarray,
-           metric: str = "max", rounds: int = 200, routing: str = "adaptive", seed: int = 0,
-           judge: Evaluator | None = None):
+def swap_refine(torus: Torus, pattern: Pattern, node: np.ndarray, core: np.ndarray,
+                metric: str = "max", rounds: int = 200, routing: str = "adaptive",
+                seed: int = 0, judge: Evaluator | None = None):
     """Swap pairs of communicating processes on different nodes while the metric (then the
     mean link load) improves; at most ``rounds`` trials. ``judge``: the pattern's
     evaluator, when the caller has one."""

@@ -77,10 +77,10 @@ def rank(torus: Torus, pattern: Pattern, mappings: list[str] | None = None,
     out = [(label, r, placement(torus, name, pattern.grid, pattern.order)
             if keep is None or k < keep else None) for k, (label, r, name) in enumerate(out)]
     if optimize:
-        from shoal.mapping.optimize import bisection, refine
+        from shoal.mapping.optimize import bisection, swap_refine
 
         starts = [out[0][2], bisection(torus, pattern)]
-        tuned = [refine(torus, pattern, nd, co, metric, rounds, routing, judge=judge)
+        tuned = [swap_refine(torus, pattern, nd, co, metric, rounds, routing, judge=judge)
                  for nd, co in starts]
         best = min(tuned, key=lambda p: key(("optimized", judge(p[0]))))
         out.append(("optimized", judge(best[0]), best))

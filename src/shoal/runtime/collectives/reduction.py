@@ -109,15 +109,7 @@ class Reductions:
         del coll.total[r]
         coll.complete(r)
         value, _, reducer, target = total
-        if reducer is reducers.Reducer.gather:
-            value = [v for _, v in sorted(value, key=lambda iv: iv[0])]
-        rt = self.rt
-        if isinstance(target, Future):
-            rt.resolve(target.pe, target.fid, value)
-        else:
-            saved = rt.enter(None, "reduction target")
-            target(value)
-            rt.leave(saved)
+        deliver(self.rt, value, reducer, target, "reduction target")
 
 
 def check_target(target: Any) -> None:
@@ -127,6 +119,19 @@ def check_target(target: Any) -> None:
             type(target) is MethodType
             and isinstance(target.__self__, (ElementProxy, CollectionProxy, SectionProxy)))):
         raise UsageError(f"a reduction's target is a Future or a proxy method, not {target!r}")
+
+
+def deliver(rt: Runtime, value: Any, reducer: Any, target: Any, what: str) -> None:
+    """A complete reduction's result to its target (a gather's values in index order): a
+    Future is resolved, a proxy method called (as ``what``, for error reports)."""
+    if reducer is reducers.Reducer.gather:
+        value = [v for _, v in sorted(value, key=lambda iv: iv[0])]
+    if isinstance(target, Future):
+        rt.resolve(target.pe, target.fid, value)
+    else:
+        saved = rt.enter(None, what)
+        target(value)
+        rt.leave(saved)
 
 
 def combine(store: dict, r: int, value: Any, count: int, reducer: Any, target: Any) -> None:

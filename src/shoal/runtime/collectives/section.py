@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.errors import CheckpointError, UsageError
 from shoal.runtime import reducers
-from shoal.runtime.collectives.reduction import check_target, combine
+from shoal.runtime.collectives.reduction import check_target, combine, deliver
 from shoal.runtime.futures import Future, Gather
 from shoal.runtime.protocol import (
     ARITY,
@@ -292,14 +292,7 @@ class Sections:
         if part.parent is not None:
             rt.send(part.parent, (SEC_RED, sid, cid, r, value, count, reducer, target, None))
             return
-        if reducer is reducers.Reducer.gather:
-            value = [v for _, v in sorted(value, key=lambda iv: iv[0])]
-        if isinstance(target, Future):
-            rt.resolve(target.pe, target.fid, value)
-        else:
-            saved = rt.enter(None, "section reduction target")
-            target(value)
-            rt.leave(saved)
+        deliver(rt, value, reducer, target, "section reduction target")
 
     # ----------------------------------------------------------------- checkpoints
     def saved(self) -> dict[str, Any]:

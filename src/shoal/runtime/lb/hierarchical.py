@@ -13,7 +13,7 @@ database.
 4. Each group balances what it then holds, its remaining objects and the ones it received,
    over its own PEs with :func:`.greedy.greedy_refine` (:func:`balance_group`).
 
-Steps 1, 3 and 4 of a group see only the objects of that group (:class:`Group`); step 2 sees
+Steps 1, 3 and 4 of a group see only the objects of that group (:class:`PeGroup`); step 2 sees
 one summary per group. Capacities and non-migratable objects count as in every strategy.
 """
 
@@ -32,7 +32,7 @@ from shoal.runtime.lb.machine import Machine
 
 
 @dataclass
-class Group:
+class PeGroup:
     """One group's part of the database: its PEs (global numbers, with their capacities)
     and its objects (global numbers, with load, PE and whether they may move)."""
 
@@ -45,7 +45,7 @@ class Group:
 
 
 def groups(db: LBDatabase, size: int, machine: Machine | None,
-           nodes: np.ndarray | None = None) -> list[Group]:
+           nodes: np.ndarray | None = None) -> list[PeGroup]:
     """The groups: the PEs of each node of ``machine``, else of each node of ``nodes`` (the
     node of every PE), else blocks of ``size`` PEs."""
     if machine is not None:
@@ -68,12 +68,12 @@ def groups(db: LBDatabase, size: int, machine: Machine | None,
     for g in range(of_pe.max() + 1):
         pes = by_pe[pe_cut[g]:pe_cut[g + 1]]
         objs = by_obj[obj_cut[g]:obj_cut[g + 1]]
-        out.append(Group(pes, cap[pes], objs, db.load[objs], db.pe[objs],
+        out.append(PeGroup(pes, cap[pes], objs, db.load[objs], db.pe[objs],
                          db.migratable[objs]))
     return out
 
 
-def summarise(group: Group) -> tuple[float, float, float]:
+def summarise(group: PeGroup) -> tuple[float, float, float]:
     """A group's coarsened load: (load, capacity, load that may move)."""
     return (float(group.load.sum()), float(group.cap.sum()),
             float(group.load[group.migratable].sum()))
@@ -120,7 +120,7 @@ def _fill(w: np.ndarray, taken: np.ndarray, amount: float) -> np.ndarray:
     return out[:k]
 
 
-def pick(group: Group, amounts: list[float]) -> list[np.ndarray]:
+def pick(group: PeGroup, amounts: list[float]) -> list[np.ndarray]:
     """For each amount, objects of ``group`` (global numbers) that fit in it, heaviest first;
     what one amount leaves unfilled is added to the next, so the group as a whole sends
     its total within one object (all of its movable objects when the amounts add up to
@@ -140,7 +140,7 @@ def pick(group: Group, amounts: list[float]) -> list[np.ndarray]:
     return out
 
 
-def balance_group(group: Group, leaving: np.ndarray, arriving: Group) -> tuple[np.ndarray,
+def balance_group(group: PeGroup, leaving: np.ndarray, arriving: PeGroup) -> tuple[np.ndarray,
                                                                               np.ndarray]:
     """``(objects, PEs)``: greedy_refine over the group's PEs of its objects less
     ``leaving`` plus ``arriving`` (whose PEs are elsewhere: they start on the group's least
@@ -182,7 +182,7 @@ def hierarchical(db: LBDatabase, group: int = 64, machine: Machine | None = None
     assert db.migratable is not None
     for g, part in enumerate(parts):
         came = np.concatenate(arriving[g]) if arriving[g] else np.zeros(0, np.int64)
-        incoming = Group(part.pes, part.cap, came, db.load[came], db.pe[came],
+        incoming = PeGroup(part.pes, part.cap, came, db.load[came], db.pe[came],
                          db.migratable[came])
         objects, pes = balance_group(part, leaving[g], incoming)
         placement[objects] = pes

@@ -44,7 +44,7 @@ def size_class(n: int) -> int:
     return -(-c // PAGE) * PAGE
 
 
-class Pool:
+class BufferPool:
     """Buffers of at most ``limit`` bytes in all, by size class, in least-recently-used
     order."""
 

@@ -36,7 +36,7 @@ from shoal.errors import UsageError
 from shoal.options import POOL_BYTES
 from shoal.runtime.wire.codec import OOB_MIN
 from shoal.runtime.wire.flow import BACKLOG, UNIT, WINDOW, Flow
-from shoal.runtime.wire.pool import Pool
+from shoal.runtime.wire.pool import BufferPool
 from shoal.runtime.wire.shm import open_arena
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class Transport:
         self._reqs: list[MPI.Request] = []
         self._keep: list[bytes | memoryview] = []  # what the requests read
         self._oob: list[memoryview] = []
-        self.pool = Pool(pool_bytes)  # buffers to receive into (see wire.pool)
+        self.pool = BufferPool(pool_bytes)  # buffers to receive into (see wire.pool)
         self._callback = self._out_of_band
         self._isend = self.comm.Isend
         self._issend = self.comm.Issend
