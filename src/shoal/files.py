@@ -31,11 +31,21 @@ def read_text(path: str | Path, what: str) -> str:
             from None
 
 
+class Figure(str):
+    """The path of a figure a command will draw (``--plot out.png``): :func:`check_outputs`
+    also checks that matplotlib can write its format (the file name's suffix)."""
+
+
+def figure(path: str | None) -> Figure | None:
+    return None if path is None else Figure(path)
+
+
 def check_outputs(outputs: dict[str, str | Path | list | None]) -> None:
     """Refuse, before any work, outputs that cannot be written: ``outputs`` maps each option
-    (``--csv``) to its path, or to a list of paths the option writes (a CSV and its JSON
-    sidecar), or None when not given. Each path must name a file (not a directory) in an
-    existing directory where a file can be created, and no two may be the same file."""
+    (``--csv``) to its path (a :class:`Figure` for a figure), or to a list of paths the
+    option writes (a CSV and its JSON sidecar), or None when not given. Each path must name
+    a file (not a directory) in an existing directory where a file can be created, no two
+    may be the same file, and a figure's suffix must be a format matplotlib writes."""
     seen: dict[Path, str] = {}
     for flag, value in outputs.items():
         if value is None:
@@ -46,7 +56,23 @@ def check_outputs(outputs: dict[str, str | Path | list | None]) -> None:
                 raise UsageError(f"{seen[p]} and {flag} name the same file {path}: give "
                                  f"them different paths")
             seen[p] = flag
+            if isinstance(path, Figure):
+                _check_format(flag, path)
             _check_writable(flag, Path(path))
+
+
+def _check_format(flag: str, path: str) -> None:
+    """A figure's file name must end in a format matplotlib writes (or have no suffix:
+    PNG)."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if not suffix:
+        return
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    if suffix not in formats:
+        raise UsageError(f"{flag} {path}: figures are written as {', '.join(formats)}; "
+                         f"give a file name ending in one of them (.{suffix} is not)")
 
 
 def _check_writable(flag: str, path: Path) -> None:
@@ -79,6 +105,21 @@ def atomic(path: str | Path) -> Iterator[Path]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def save_figure(fig: object, path: str | Path) -> None:
+    """Write matplotlib figure ``fig`` to ``path`` atomically, in the format its suffix
+    names (PNG without one), and close it; a failure to write is a :class:`UsageError`."""
+    import matplotlib.pyplot as plt
+
+    fmt = Path(path).suffix.lower().lstrip(".") or "png"
+    try:
+        with atomic(path) as tmp:
+            fig.savefig(tmp, dpi=120, format=fmt)  # type: ignore[attr-defined]
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write the figure ({exc.strerror or exc})") from None
+    finally:
+        plt.close(fig)  # type: ignore[arg-type]
 
 
 def write_text(path: str | Path, text: str) -> None:

@@ -329,19 +329,23 @@ class _Deaths:
 
 
 _BANNER = re.compile(r"PID (\d+) RUNNING AT (\S+)\s+=\s+EXIT CODE: (\d+)")
+_SIGNALLED = re.compile(r"EXIT STRING: [^\n]*\(signal (\d+)\)")
 
 
 def killed_rank(output: str, first: tuple[str, int] | None, home: JobDir | None
                 ) -> str | None:
-    """When MPICH's launcher says at the end of ``output`` that a rank was killed by a
-    signal (its banner: a process id, a host, the signal as exit code), a sentence naming
-    that rank's PE and host: the PE that died first on this host (``first``: PE and pid),
-    else the process the banner names, by the PE it noted in the job directory ``home``
-    (:meth:`JobDir.note_pe`). None without such a banner."""
-    found = _BANNER.search(output)
-    if found is None or f"(signal {found[3]})" not in output:
+    """When MPICH's launcher says at the end of ``output`` that the job ended by a signal
+    (``EXIT STRING: Killed (signal 9)``), a sentence naming the rank that died: the PE that
+    died first on this host (``first``: PE and pid), else the process its banner names (a
+    process id, a host), by the PE it noted in the job directory ``home``
+    (:meth:`JobDir.note_pe`). None when no rank was killed by a signal (a rank that exited
+    with an error has said why). The banner's process is not always the one killed, nor is
+    its exit code always that signal (CI saw ``EXIT CODE: 9`` for a rank the launcher
+    killed after another died, and a job whose banner and signal disagreed said nothing)."""
+    signalled = _SIGNALLED.search(output)
+    if signalled is None:
         return None
-    pid, host, number = int(found[1]), found[2], int(found[3])
+    number = int(signalled[1])
     try:
         how = f"signal {number} ({signal.Signals(number).name})"
     except ValueError:
@@ -349,14 +353,14 @@ def killed_rank(output: str, first: tuple[str, int] | None, home: JobDir | None
     if first is not None:
         return (f"PE {first[0]} (host {socket.gethostname()}, pid {first[1]}) died first; "
                 f"the job ended by {how}")
+    found = _BANNER.search(output)
+    if found is None:
+        return f"a rank was killed by {how}"
+    pid, host = int(found[1]), found[2]
     pe = None if home is None else home.pe_of(pid, host)
     if pe is not None:
         return f"PE {pe} (host {host}, pid {pid}) was killed by {how}"
     return f"the rank with pid {pid} on host {host} was killed by {how}"
-
-
-
-
 
 
 @contextmanager

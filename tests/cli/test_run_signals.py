@@ -93,3 +93,33 @@ def test_mpichs_banner_is_read_for_the_pe_it_names(tmp_path):
     ended = BANNER.replace("Killed (signal 9)", "exit code 3").replace("CODE: 9", "CODE: 3")
     assert killed_rank(ended, None, JobDir(tmp_path)) is None  # the rank said why itself
     assert killed_rank("all good\n", None, None) is None
+    # the banner names a rank the launcher ended after another (its code is not the signal)
+    other = BANNER.replace("CODE: 9", "CODE: 11")
+    assert killed_rank(other, ("1", 77), JobDir(tmp_path)) == (
+        f"PE 1 (host {os.uname().nodename}, pid 77) died first; the job ended by signal 9 "
+        "(SIGKILL)")
+    assert killed_rank(other, None, JobDir(tmp_path)).startswith("PE 5 (host node7")
+
+
+def test_a_rank_killed_from_outside_on_4_pes_is_named(tmp_path):
+    """kill -9 of one rank's process (not --kill): shoal run names a PE that died first."""
+    prog = tmp_path / "prog.py"
+    prog.write_text("import shoal\n\nasync def main():\n    await shoal.sleep(60)\n\n"
+                    "shoal.start(main)\n")
+    home = tmp_path / "job"
+    env = {**os.environ, "PYTHONPATH": SRC}
+    run = subprocess.Popen([sys.executable, "-m", "shoal", "run", "-n", "4", "--jobdir",
+                            str(home), str(prog)], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        _wait(lambda: len(list((home / "pes").glob("*@*"))) == 4, "every PE noted itself")
+        note = next(p for p in (home / "pes").glob("*@*") if p.read_text().strip() == "2")
+        os.kill(int(note.name.split("@")[0]), signal.SIGKILL)
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode != 0
+    said = [ln for ln in err.splitlines() if "died first" in ln or "was killed by" in ln]
+    assert len(said) == 1 and "signal 9 (SIGKILL)" in said[0], err

@@ -13,7 +13,7 @@ from shoal import memory, units
 from shoal.cli.relaunch import nprocs_option, relaunch
 from shoal.cli.render import console, csv_outputs, table, write_csv
 from shoal.errors import UsageError
-from shoal.files import check_outputs
+from shoal.files import check_outputs, figure
 
 
 def _share(text: str, flag: str, minimum: int) -> float | int:
@@ -73,7 +73,7 @@ def simulate(nodes: str, window: str, interval: str, n_units: int, warmup: int |
     from shoal.gossip.analysis import window_entries
     from shoal.gossip.sim import memory_bytes
 
-    check_outputs({"--csv": csv_outputs(csv_path), "--plot": plot})
+    check_outputs({"--csv": csv_outputs(csv_path), "--plot": figure(plot)})
     sizes = [units.parse_count(x, "--nodes", 2) for x in units.expand_sweep(nodes)]
     windows = [_window(x) for x in units.expand_sweep(window)]
     unit = _interval(interval)
@@ -254,7 +254,7 @@ def overhead(nprocs, app, every, intervals, window, repeat, size_hint, csv_path,
     """Measure what gossip costs an application on the same ranks (Levy14, Table 1)."""
     from shoal.rank import require_mpi
 
-    check_outputs({"--csv": csv_outputs(csv_path), "--plot": plot})
+    check_outputs({"--csv": csv_outputs(csv_path), "--plot": figure(plot)})
     ivals = [_interval(x) for x in units.expand_sweep(intervals)]
     wins = [_window(x) for x in units.expand_sweep(window)]
     if repeat < 1 or every < 2:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 import numpy as np
@@ -16,7 +16,7 @@ import numpy as np
 from shoal import units
 from shoal.cli.render import console, csv_outputs, provenance, table, write_csv
 from shoal.errors import UsageError
-from shoal.files import atomic, check_outputs, write_text
+from shoal.files import check_outputs, figure, save_figure, write_text
 from shoal.runtime.lb.database import LBDatabase
 from shoal.runtime.lb.synth import GRAPHS, LOADS, PLACEMENTS
 
@@ -251,7 +251,7 @@ def simulate(db_path: str, names: str, pes: str | None, torus: str | None, cores
     own time, and for distributed its gossip rounds, transfer phases and messages."""
     from shoal.runtime.lb.strategies import LBOptions
 
-    check_outputs({"--csv": csv_outputs(csv_path), "--json": json_path, "--plot": plot})
+    check_outputs({"--csv": csv_outputs(csv_path), "--json": json_path, "--plot": figure(plot)})
     npes = None if pes is None else _count(pes, "--pes", 1)
     db = LBDatabase.read(db_path, keys=False)
     in_file = db.npes
@@ -365,20 +365,7 @@ def _plot(db: LBDatabase, results: list[_Result], path: str) -> None:
         ax.legend(loc="upper right", fontsize="small")
     axes[-1, 0].set_xlabel("PE")
     fig.tight_layout()
-    _save(fig, path)
-
-
-def _save(fig: Any, path: str) -> None:
-    """Write a figure as PNG, whole or not at all, and close it."""
-    import matplotlib.pyplot as plt
-
-    try:
-        with atomic(path) as tmp:
-            fig.savefig(tmp, dpi=120, format="png")
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write the figure ({exc.strerror or exc})") from None
-    finally:
-        plt.close(fig)
+    save_figure(fig, path)
 
 
 @lb.command()
@@ -395,7 +382,7 @@ def plot(trace_path: str, out: str, csv_path: str | None, bins: int) -> None:
     in entry methods between AtSync points, or in equal spans of time without them)."""
     from shoal.runtime.trace import loads_per_iteration, read
 
-    check_outputs({"--out": out, "--csv": csv_outputs(csv_path)})
+    check_outputs({"--out": figure(out), "--csv": csv_outputs(csv_path)})
     edges, loads, steps = loads_per_iteration(read(trace_path), bins)
     if not loads.size:
         raise UsageError(f"{trace_path} holds no entry methods: nothing to plot")
@@ -434,4 +421,4 @@ def _plot_iterations(loads: np.ndarray, steps: list[int], path: str) -> None:
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper right", fontsize="small", ncol=2)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)

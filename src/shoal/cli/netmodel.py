@@ -10,7 +10,7 @@ from shoal import memory, units
 from shoal.cli.relaunch import nprocs_option, relaunch
 from shoal.cli.render import console, csv_outputs, table
 from shoal.errors import UsageError
-from shoal.files import check_outputs
+from shoal.files import check_outputs, figure
 from shoal.netmodel.models import EQUATION, Model, format_rate
 
 SAVED = {"maxrate4": "maxrate4", "maxrate": "maxrate", "postal": "postal_all"}
@@ -66,7 +66,7 @@ def fit(csv_path, thresholds, how, save, plot, errors_png) -> None:
     from shoal.netmodel.data import read_csv
     from shoal.netmodel.regimes import analyse
 
-    check_outputs({"--save": save, "--plot": plot, "--errors": errors_png})
+    check_outputs({"--save": save, "--plot": figure(plot), "--errors": figure(errors_png)})
     m = read_csv(csv_path)
     cuts = None
     if thresholds is not None:

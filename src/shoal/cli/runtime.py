@@ -10,7 +10,8 @@ import click
 
 @click.command(context_settings={"ignore_unknown_options": True,
                                  "allow_interspersed_args": False})
-@click.option("-n", "nprocs", default=2, show_default=True, help="Number of PEs (MPI ranks).")
+@click.option("-n", "nprocs", default=2, show_default=True, type=click.IntRange(min=1),
+              help="Number of PEs (MPI ranks).")
 @click.option("--timeout", default=None, help="Kill the job after this long (e.g. 10min).")
 @click.option("--lb", "strategy", default=None,
               help="Load-balancing strategy, or a chain (greedy, refine, greedy_refine, "

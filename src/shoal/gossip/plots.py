@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from shoal import units
-from shoal.files import atomic
+from shoal.files import save_figure
 from shoal.gossip.analysis import expected_age
 
 
@@ -35,9 +35,7 @@ def age_vs_window(results, path: str, interval: float | None = None) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    with atomic(path) as tmp:
-        fig.savefig(tmp, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def overhead(rows: list[dict], path: str) -> None:
@@ -65,6 +63,4 @@ def overhead(rows: list[dict], path: str) -> None:
     bx.barh(labels, [100 * r.get("busy_fraction", 0.0) for r in ok], color="tab:green")
     bx.set_xlabel("gossip ranks busy (%)")
     fig.tight_layout()
-    with atomic(path) as tmp:
-        fig.savefig(tmp, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)

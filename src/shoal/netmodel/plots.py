@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shoal.files import atomic
+from shoal.files import save_figure
 from shoal.netmodel.data import Measurements
 from shoal.netmodel.fit import relative_errors
 from shoal.netmodel.regimes import LABELS, Regime
@@ -44,9 +44,7 @@ def bandwidth(m: Measurements, regimes: list[Regime], variant: str, path: str) -
     ax.set_title(f"measured (points) and {LABELS[variant]} (lines)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    with atomic(path) as tmp:
-        fig.savefig(tmp, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def errors(m: Measurements, regimes: list[Regime], path: str) -> None:
@@ -72,6 +70,4 @@ def errors(m: Measurements, regimes: list[Regime], path: str) -> None:
         ax.set_ylabel("k index")
         fig.colorbar(im, ax=ax, fraction=0.046)
     fig.tight_layout()
-    with atomic(path) as tmp:
-        fig.savefig(tmp, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
