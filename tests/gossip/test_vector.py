@@ -69,3 +69,28 @@ def test_mean_age_excludes_own_entry():
     v.update_own(np.zeros((), STATE), 10.0)
     v.merge(np.array([1, 2]), np.array([1.0, 3.0]), np.zeros(2, STATE), 10.0)
     assert v.mean_age(12.0) == 4.0
+
+
+@given(st.lists(st.tuples(st.integers(0, 11), st.integers(1, 20), st.floats(0, 9)),
+                max_size=40), st.integers(1, 12))
+def test_the_sparse_vector_keeps_and_windows_what_the_dense_one_does(heard, size):
+    """The same messages merged into a dense InfoVector (ages against one clock) and a
+    SparseVector (birth times) leave the same entries, and the same youngest window when
+    births differ."""
+    from shoal.gossip.vector import SparseVector
+
+    dense = InfoVector(12, 0, np.dtype([("x", "f8")]))
+    sparse = SparseVector(0)
+    now = 100.0
+    for node, born, x in heard:
+        dense.merge(np.array([node]), np.array([now - born]),
+                    np.array([(x,)], dense.records.dtype), now)
+        sparse.merge([(node, float(born), (x,))])
+    known = np.flatnonzero(dense.known)
+    assert sorted(sparse.entries) == known.tolist()
+    for node in known:
+        assert sparse.entries[node][0] == now - (now - dense.born[node])
+        assert sparse.record(node) == (dense.records[node]["x"],)
+    births = [b for b, _ in sparse.entries.values()]
+    if len(set(births)) == len(births):
+        assert {n for n, _, _ in sparse.window(size)} == set(dense.window(size).tolist())

@@ -93,20 +93,20 @@ def state(pe, load, cap=1.0, objects=(), avg=1.0):
 def test_gossip_sends_the_youngest_window_to_two_others_and_keeps_newer_entries():
     s = state(3, 0.5)
     s.start_gossip(1.0)  # underloaded: knows itself
-    s.known.update({7: [0.2, 1.0, 1], 9: [0.4, 1.0, 2]})
+    s.known.merge([(7, 1, (0.2, 1.0)), (9, 2, (0.4, 1.0))])
     msgs = s.gossip(3, 16, np.random.default_rng(0), window=2)
     assert len(msgs) == 2 and len({m[2] for m in msgs}) == 2
     assert all(m[2] != 3 for m in msgs)
     assert [e[0] for e in msgs[0][3]] == [3, 9]  # itself (renewed) and the youngest other
     r = state(5, 2.0)
-    r.known[9] = [0.9, 1.0, 5]
+    r.known.merge([(9, 5, (0.9, 1.0))])
     r.on_gossip(msgs[0][3])
-    assert r.known[9] == [0.9, 1.0, 5] and r.known[3] == [0.5, 1.0, 3]
+    assert r.known.entries[9] == (5, (0.9, 1.0)) and r.known.entries[3] == (3, (0.5, 1.0))
 
 
 def test_an_overloaded_pe_offers_its_lightest_objects_until_it_is_under_threshold():
     s = state(0, 10.0, objects=[(4, 0.5), (2, 1.0), (8, 3.0), (1, 5.5)], avg=5.0)
-    s.known = {1: [0.0, 1.0, 1], 2: [1.0, 1.0, 1]}
+    s.known.merge([(1, 1, (0.0, 1.0)), (2, 1, (1.0, 1.0))])
     msgs = s.offers(1.1, np.random.default_rng(0))  # limit 5.5: offer 0.5, 1, 3
     assert [m[0] for m in msgs] == [OFFER] * 3
     assert [m[3] for m in msgs] == [(4, 0.5), (2, 1.0), (8, 3.0)]

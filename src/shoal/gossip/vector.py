@@ -65,3 +65,48 @@ class InfoVector:
         mask = self.known
         mask[self.me] = False
         return float(np.mean(now - self.born[mask])) if mask.any() else float("nan")
+
+
+class SparseVector:
+    """The entries one node has heard of, when few nodes spread one (GrapevineLB: only the
+    underloaded PEs, Menon and Kale SC'13; :mod:`shoal.runtime.lb.distributed`): the same
+    window and newer-wins merge as :class:`InfoVector` (Levy14, Fig. 1) over a dict, so a
+    node holds what it heard instead of one entry per node (a dense vector per PE would
+    take P^2 entries at 16,384 PEs). Times are the senders' common clock (gossip rounds),
+    so entries carry their birth time, not an age."""
+
+    def __init__(self, me: int):
+        self.me = me
+        self.entries: dict[int, tuple[float, tuple]] = {}  # node -> (born, record)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, node: int) -> bool:
+        return node in self.entries
+
+    def record(self, node: int) -> tuple:
+        return self.entries[node][1]
+
+    def update_own(self, record: tuple, now: float) -> None:
+        """Fig. 1: renew the node's own entry; it is the youngest."""
+        self.entries[self.me] = (now, record)
+
+    def window(self, size: int) -> list[tuple[int, float, tuple]]:
+        """The ``size`` youngest entries, ``(node, born, record)``, youngest first (among
+        entries of one age, the earliest heard first)."""
+        if size < 1:
+            raise UsageError(f"a window holds at least 1 entry (got {size})")
+        young = sorted(self.entries.items(), key=lambda kv: -kv[1][0])[:size]
+        return [(node, born, record) for node, (born, record) in young]
+
+    def merge(self, entries: list[tuple[int, float, tuple]]) -> int:
+        """Fig. 1: keep each entry newer than ours (never one about this node). Returns how
+        many were kept."""
+        kept = 0
+        for node, born, record in entries:
+            mine = self.entries.get(node)
+            if node != self.me and (mine is None or mine[0] < born):
+                self.entries[node] = (born, record)
+                kept += 1
+        return kept

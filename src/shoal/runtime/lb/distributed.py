@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from shoal.errors import UsageError
+from shoal.gossip.vector import SparseVector
 from shoal.runtime.lb.common import capacity
 from shoal.runtime.lb.database import LBDatabase
 
@@ -62,10 +63,13 @@ class PEState:
     objects: list[Any]
     weights: list[float]
     avg: float = 0.0
-    known: dict[int, list[float]] = field(default_factory=dict)
+    known: SparseVector = field(init=False)  # underloaded PE -> (load, capacity)
     estimate: dict[int, float] = field(default_factory=dict)
     pending: float = 0.0  # load offered and not yet answered
     given: list[tuple[Any, int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.known = SparseVector(self.pe)
 
     def scaled(self) -> float:
         """The scaled load: the time this PE needs for its objects."""
@@ -76,7 +80,7 @@ class PEState:
         """The reduction's average arrives; an underloaded PE knows itself."""
         self.avg = avg
         if self.load < avg * self.cap:
-            self.known[self.pe] = [self.load, self.cap, 0]
+            self.known.update_own((self.load, self.cap), 0)
 
     def gossip(self, rnd: int, npes: int, rng: np.random.Generator,
                window: int) -> list[tuple]:
@@ -84,18 +88,15 @@ class PEState:
         if not self.known or npes < 2:
             return []
         if self.pe in self.known:
-            self.known[self.pe][2] = rnd
-        young = sorted(self.known.items(), key=lambda kv: -kv[1][2])[:window]
-        entries = [(q, v[0], v[1], v[2]) for q, v in young]
+            self.known.update_own(self.known.record(self.pe), rnd)
+        entries = [(q, load, cap, heard)
+                   for q, heard, (load, cap) in self.known.window(window)]
         to = rng.choice(npes - 1, size=min(FANOUT, npes - 1), replace=False)
         to += to >= self.pe  # anyone but itself
         return [(GOSSIP, self.pe, int(q), entries) for q in to]
 
     def on_gossip(self, entries: list[tuple]) -> None:
-        for q, load, cap, heard in entries:
-            mine = self.known.get(q)
-            if mine is None or mine[2] < heard:
-                self.known[q] = [load, cap, heard]
+        self.known.merge([(q, heard, (load, cap)) for q, load, cap, heard in entries])
 
     # ---------------------------------------------------------------- 3. transfers
     def offers(self, threshold: float, rng: np.random.Generator) -> list[tuple]:
@@ -104,9 +105,10 @@ class PEState:
         if self.load - self.pending <= limit or not self.objects:
             return []
         if not self.estimate:
-            self.estimate = {q: v[0] for q, v in self.known.items() if q != self.pe}
+            self.estimate = {q: record[0] for q, (_, record) in self.known.entries.items()
+                             if q != self.pe}
         peers = np.fromiter(self.estimate, np.int64, len(self.estimate))
-        caps = np.array([self.known[int(q)][1] for q in peers])
+        caps = np.array([self.known.record(int(q))[1] for q in peers])
         est = np.array([self.estimate[int(q)] for q in peers])
         out = []
         for obj, w in zip(self.objects, self.weights, strict=True):
