@@ -86,7 +86,7 @@ def test_run_launches_a_program_on_n_pes():
 
 @pytest.mark.parametrize("args,hint", [
     (["run", "missing.py"], "does not exist"),
-    (["run", "-n", "0", str(ROOT / "examples" / "hello.py")], "at least 1 rank"),
+    (["run", "-n", "0", str(ROOT / "examples" / "hello.py")], "0 is not in the range x>=1"),
     (["run", "--timeout", "soon", str(ROOT / "examples" / "hello.py")], "--timeout"),
     (["run", "--lb", "gredy", str(ROOT / "examples" / "hello.py")],
      "known strategies: distributed, greedy, greedy_refine, hierarchical, metis, orb"),
