@@ -173,20 +173,23 @@ def test_a_checkpoint_taken_on_two_nodes_restarts_on_three(cluster, shared):
     assert restarted and restarted == re.findall(r"checksum (\w+)", whole.stdout)
 
 
-@pytest.mark.parametrize("how", ["its PEs killed", "its link down"])
-def test_a_job_that_loses_a_node_recovers_bit_identical(cluster, shared, how):
+@pytest.mark.parametrize(("how", "shrink"), [("its PEs killed", False),
+                                             ("its PEs killed", True),
+                                             ("its link down", False)])
+def test_a_job_that_loses_a_node_recovers_bit_identical(cluster, shared, how, shrink):
     """Once the job has completed a checkpoint, n2 loses its PEs (killed: srun sees the
     tasks die) or its link (Slurm declares the node failed after ``SlurmdTimeout``; the
     allocation survives with ``--no-kill``; MPI crosses the links, ``OVER_LINKS``).
     shoal run relaunches from the checkpoint without n2 and ends as the uninterrupted
-    run."""
+    run (with ``--shrink-on-failure``, on one PE fewer)."""
     plain = result(run(cluster, "srun", "-N", 1, "-n", 2, sys.executable, AUTOCKPT, "sync",
                        cwd=shared))
-    home = shared / how.replace(" ", "-")
+    home = shared / f"{how.replace(' ', '-')}-{shrink}"
     job = subprocess.Popen(
         [str(c) for c in ("salloc", "--no-kill", "-N", 2, "-n", 4, "-w", "n1,n2", *SHOAL,
                           "run", "-n", 4, "--restarts", 2, "--checkpoint-every", "0.3s",
-                          "--jobdir", home, AUTOCKPT, "sync")],
+                          *(["--shrink-on-failure"] if shrink else []), "--jobdir", home,
+                          AUTOCKPT, "sync")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=shared,
         env={**environment(cluster), **OVER_LINKS})
     try:
@@ -206,4 +209,5 @@ def test_a_job_that_loses_a_node_recovers_bit_identical(cluster, shared, how):
         cluster.link("n2", True)
     got = result(subprocess.CompletedProcess(job.args, job.returncode, out, err))
     assert got["digest"] == plain["digest"] and got["restarted"], err[-3000:]
+    assert got["pes"] == (3 if shrink else 4)
     assert re.search(r"without host\(s\) n2$", err, re.MULTILINE), err[-3000:]
