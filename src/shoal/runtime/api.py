@@ -18,6 +18,7 @@ from shoal.runtime.futures import Future
 from shoal.runtime.pe import Runtime
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
 from shoal.runtime.startup import arm, handshake, ran
+from shoal.runtime.threads import limit as limit_threads
 
 if TYPE_CHECKING:
     from mpi4py import MPI
@@ -66,6 +67,7 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
         ran()
     if not opts.checkpoint.ft:
         rt = Runtime(comm, opts)
+        limit_threads(rt.nodes, rt.pe)  # BLAS/OpenMP: the node's cores shared by its PEs
         arm_kills(rt.pe)  # shoal run --kill: a failure injected into this PE
         rt.run(main, *args)
     else:
@@ -92,6 +94,7 @@ def _run_tolerant(comm: MPI.Intracomm, main: Callable[..., Any], args: tuple,
             starting_failed(exc)
             raise
         if first:
+            limit_threads(rt.nodes, rt.pe)
             arm_kills(rt.pe)
             first = False
         try:
