@@ -121,13 +121,14 @@ class Launched(subprocess.CompletedProcess):
 
 
 def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
-              env: dict | None = None, exclude: set[str] | frozenset[str] = frozenset()
-              ) -> Launched:
+              env: dict | None = None, exclude: set[str] | frozenset[str] = frozenset(),
+              name: str = "PE") -> Launched:
     """Run ``python argv...`` on ``nprocs`` ranks and wait at most ``timeout`` seconds (None:
     no limit). Output goes to this process's stdout/stderr. Raises :class:`UsageError` on a
     timeout. SIGTERM, SIGINT and SIGHUP to this process go to the launcher (which ends its
     ranks), and this process waits for the job before it returns. Under ``srun``, the
-    hosts of ``exclude`` get no rank (the rest may then hold more ranks than CPUs)."""
+    hosts of ``exclude`` get no rank (the rest may then hold more ranks than CPUs).
+    ``name``: what a rank is called when it is named as killed (``PE``, ``rank``)."""
     if nprocs < 1:
         raise UsageError(f"run at least 1 rank (got -n {nprocs})")
     env = {**(os.environ if env is None else env)}
@@ -161,7 +162,8 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
     if code and errors is not None:
         done.lost_hosts = lost_hosts(errors.tail())
     if code:
-        said = killed_rank(relay.tail(), None if deaths is None else deaths.first(), home)
+        said = killed_rank(relay.tail(), None if deaths is None else deaths.first(), home,
+                           name)
         if said:
             sys.stderr.write(f"shoal: {said}\n")
             sys.stderr.flush()
@@ -332,8 +334,8 @@ _BANNER = re.compile(r"PID (\d+) RUNNING AT (\S+)\s+=\s+EXIT CODE: (\d+)")
 _SIGNALLED = re.compile(r"EXIT STRING: [^\n]*\(signal (\d+)\)")
 
 
-def killed_rank(output: str, first: tuple[str, int] | None, home: JobDir | None
-                ) -> str | None:
+def killed_rank(output: str, first: tuple[str, int] | None, home: JobDir | None,
+                name: str = "PE") -> str | None:
     """When MPICH's launcher says at the end of ``output`` that the job ended by a signal
     (``EXIT STRING: Killed (signal 9)``), a sentence naming the rank that died: the PE that
     died first on this host (``first``: PE and pid), else the process its banner names (a
@@ -351,7 +353,7 @@ def killed_rank(output: str, first: tuple[str, int] | None, home: JobDir | None
     except ValueError:
         how = f"signal {number}"
     if first is not None:
-        return (f"PE {first[0]} (host {socket.gethostname()}, pid {first[1]}) died first; "
+        return (f"{name} {first[0]} (host {socket.gethostname()}, pid {first[1]}) died first; "
                 f"the job ended by {how}")
     found = _BANNER.search(output)
     if found is None:
@@ -359,7 +361,7 @@ def killed_rank(output: str, first: tuple[str, int] | None, home: JobDir | None
     pid, host = int(found[1]), found[2]
     pe = None if home is None else home.pe_of(pid, host)
     if pe is not None:
-        return f"PE {pe} (host {host}, pid {pid}) was killed by {how}"
+        return f"{name} {pe} (host {host}, pid {pid}) was killed by {how}"
     return f"the rank with pid {pid} on host {host} was killed by {how}"
 
 
@@ -467,13 +469,15 @@ def removing_shm_leftovers(marker: str | None = None) -> Iterator[None]:
 
 def run_shoal(nprocs: int, args: list[str], timeout: float | None) -> None:
     """Run ``shoal ARGS...`` on ``nprocs`` ranks (a command that launches itself as MPI
-    ranks); a failing job raises :class:`UsageError` (the rank has printed why)."""
-    done = run_ranks(nprocs, ["-m", "shoal", *args], timeout=timeout)
+    ranks); a failing job raises :class:`UsageError` (the rank has printed why). The ranks
+    note themselves in a job directory of their own (:func:`shoal.rank.abort_on_error`),
+    so a rank killed by a signal is named by its rank and host."""
+    home, created = JobDir.create(None, spans_nodes())
+    try:
+        done = run_ranks(nprocs, ["-m", "shoal", *args], timeout=timeout,
+                         env={**os.environ, **home.environment(None)}, name="rank")
+    finally:
+        home.remove(created)
     if done.returncode:
         raise UsageError(f"the MPI job failed with exit code {done.returncode} "
                          "(see the rank's message above)")
-
-
-
-
-

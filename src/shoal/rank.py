@@ -46,7 +46,11 @@ def require_mpi(command: str) -> None:
 def abort_on_error(comm: Any) -> Iterator[None]:
     """Inside a rank: an exception prints ``rank R: traceback`` on stderr (a user's mistake,
     :class:`ShoalError`: ``rank R: shoal: error: message``) and aborts every rank of
-    ``comm``'s job, so that no other rank waits forever."""
+    ``comm``'s job, so that no other rank waits forever. Under a launcher of shoal's, the
+    rank notes itself in the job directory first (a rank killed by a signal is named)."""
+    home = JobDir.of_rank()
+    if home is not None:
+        home.note_pe(comm.Get_rank())
     try:
         yield
     except BaseException as exc:  # any failure must end the job

@@ -123,3 +123,35 @@ def test_a_rank_killed_from_outside_on_4_pes_is_named(tmp_path):
     assert run.returncode != 0
     said = [ln for ln in err.splitlines() if "died first" in ln or "was killed by" in ln]
     assert len(said) == 1 and "signal 9 (SIGKILL)" in said[0], err
+
+
+def test_a_killed_rank_of_the_gossip_service_is_named_by_rank_and_host(tmp_path):
+    run = subprocess.Popen([sys.executable, "-m", "shoal", "gossip", "run", "-n", "3",
+                            "--duration", "30s"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        def ranks() -> list[int]:
+            out = subprocess.run(["pgrep", "-f", "-P", str(_proxy_of(run.pid)),
+                                  "shoal gossip run"], capture_output=True, text=True)
+            return [int(p) for p in out.stdout.split()]
+
+        _wait(lambda: _proxy_of(run.pid) and len(ranks()) == 3, "three ranks started")
+        time.sleep(1.0)  # (each has noted itself)
+        os.kill(sorted(ranks())[1], signal.SIGKILL)
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    said = [ln for ln in err.splitlines() if "died first" in ln or "was killed by" in ln]
+    assert len(said) == 1 and said[0].startswith("shoal: rank ") and "(host " in said[0], err
+
+
+def _proxy_of(pid: int) -> int:
+    """The proxy of the mpiexec that ``pid`` started (the ranks' parent), or 0."""
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+    for child in out.stdout.split():
+        proxy = subprocess.run(["pgrep", "-P", child], capture_output=True, text=True)
+        if proxy.stdout.split():
+            return int(proxy.stdout.split()[0])
+    return 0
