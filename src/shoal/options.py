@@ -40,6 +40,7 @@ SETTINGS = (
     Setting("lb_dump", "SHOAL_LB_DUMP", "path", "balancing"),
     Setting("lb_auto", "SHOAL_LB_AUTO", "flag", "balancing"),
     Setting("lb_machine", "SHOAL_LB_MACHINE", "text", "balancing"),
+    Setting("lb_costs", "SHOAL_LB_COSTS", "text", "balancing"),
     Setting("checkpoint_every", "SHOAL_CHECKPOINT_EVERY", "seconds", "checkpoint"),
     Setting("checkpoint_dir", "SHOAL_CHECKPOINT_DIR", "path", "checkpoint"),
     Setting("restart", RESTART_ENV, "path", "checkpoint"),
@@ -62,6 +63,7 @@ class Balancing:
     lb_dump: str | None = None  # write each step's database here
     lb_auto: bool = False  # the MetaBalancer decides at every AtSync point
     lb_machine: str | None = None  # the torus of the PEs (TORUS[:CORES|:MAP.csv])
+    lb_costs: str | None = None  # netmodel profiles: PROFILE or INTRA,INTER (lb/costs.py)
 
 
 @dataclass(frozen=True)

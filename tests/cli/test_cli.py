@@ -1,4 +1,5 @@
 import json
+import math
 import re
 import subprocess
 import sys
@@ -105,15 +106,27 @@ def test_run_lb_options_reach_the_runtime_of_every_pe(tmp_path):
                     "class Probe(shoal.Chare):\n"
                     "    def show(self, fut):\n"
                     "        b = current().balancer\n"
-                    "        self.contribute((b.name, b.period), shoal.Reducer.gather, fut)\n"
+                    "        link = b.costs.inter\n"
+                    "        self.contribute((b.name, b.period, round(link.byte * 1e12)),\n"
+                    "                        shoal.Reducer.gather, fut)\n"
                     "async def main():\n"
                     "    fut = shoal.future()\n"
                     "    shoal.Group(Probe).show(fut)\n"
                     "    print(await fut)\n"
                     "shoal.start(main)\n")
-    out = shoal("run", "-n", "2", "--lb", "greedy,refine", "--lb-period", "250ms", str(prog))
+    from shoal.netmodel.models import Model
+    from shoal.netmodel.profile import Profile, RegimeModels
+
+    for name, beta in (("a", 1e-10), ("b", 2e-9)):  # postal: 1 us + 0.1 ns/B, 20 us + 2 ns/B
+        model = Model("postal", {"alpha": 1e-6 if name == "a" else 2e-5, "beta": beta})
+        Profile([RegimeModels("all", 0.0, math.inf, {"postal": model})], {}).save(
+            tmp_path / f"{name}.toml")
+    costs = f"{tmp_path / 'a.toml'},{tmp_path / 'b.toml'}"
+    out = shoal("run", "-n", "2", "--lb", "greedy,refine", "--lb-period", "250ms",
+                "--lb-costs", costs, str(prog))
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[('greedy,refine', 0.25), ('greedy,refine', 0.25)]"
+    assert out.stdout.strip() == ("[('greedy,refine', 0.25, 2000), "
+                                  "('greedy,refine', 0.25, 2000)]")
 
 
 def test_the_readme_runtime_program_runs(tmp_path):

@@ -48,7 +48,7 @@ def migrations(db, placement):
 def without_pass(monkeypatch, strategy, db, *args):
     """The strategy's placement before the tie-break (the pass replaced by the identity)."""
     with monkeypatch.context() as m:
-        m.setattr(greedy_module, "gather_moves", lambda db, placement, limit: placement)
+        m.setattr(greedy_module, "gather_moves", lambda db, placement, limit, link: placement)
         return strategy(db, *args)
 
 

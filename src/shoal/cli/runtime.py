@@ -31,6 +31,10 @@ import click
               help="The torus the PEs run on, for --lb topo and hop-bytes in lb_history: "
                    "4x4x4 (PEs in launch order, filling each node), 4x4x4:2 (2 PEs per "
                    "node) or 4x4x4:map.csv (a mapping CSV of shoal map).")
+@click.option("--lb-costs", default=None, metavar="PROFILE[,PROFILE]",
+              help="What a message and a byte cost the balancer, from `shoal netmodel fit "
+                   "--save` profiles: one for every pair of PEs, or two (within a node, "
+                   "between nodes). Default: 10 us a message, 1 ns a byte.")
 @click.option("--lb-dump", default=None, type=click.Path(file_okay=False),
               help="Write each balancing step's database into this directory "
                    "(step-0001.npz, ...; read them with shoal lb simulate).")
@@ -66,7 +70,8 @@ import click
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
-        lb_period: str | None, lb_machine: str | None, lb_dump: str | None,
+        lb_period: str | None, lb_machine: str | None, lb_costs: str | None,
+        lb_dump: str | None,
         trace: str | None, restart: str | None,
         restarts: int, shrink: bool, every: str | None, checkpoint_dir: str | None, ft: bool,
         kills: tuple[str, ...], jobdir: str | None, program: str,
@@ -94,6 +99,11 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
 
     limit = None if timeout is None else parse_duration(timeout, "--timeout")
     _check_lb(strategy, lb_machine, nprocs)
+    if lb_costs is not None:
+        from shoal.runtime.lb.costs import load
+
+        lb_costs = ",".join(os.path.abspath(p) for p in lb_costs.split(","))
+        load(lb_costs)  # a missing or malformed profile: one line, exit 2
     if trace is not None:
         from shoal.files import check_outputs
 
@@ -110,7 +120,8 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
 
             raise UsageError(f"{flag} must be longer than 0 s")
     env = {**os.environ, **environment(
-        lb=strategy, lb_auto=lb_auto, lb_machine=lb_machine, lb_period=period,
+        lb=strategy, lb_auto=lb_auto, lb_machine=lb_machine, lb_costs=lb_costs,
+        lb_period=period,
         lb_dump=lb_dump, trace=trace, restart=restart, checkpoint_every=seconds,
         checkpoint_dir=checkpoint_dir)}
     if ft:

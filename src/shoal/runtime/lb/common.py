@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from shoal.runtime.lb.costs import DEFAULT, Costs, Link
 from shoal.runtime.lb.database import LBDatabase
 
 if TYPE_CHECKING:
@@ -32,25 +33,31 @@ MIN_CAPACITY = 1e-9
 # message between PEs (the runtime's pickling, MPI and dispatch: 10-15 µs of Python per
 # message, README "LeanMD"; a local message costs about 1.5 µs, counted in the loads) and
 # per byte (a pickle copy, MPI's copy and the receive: about 1 GB/s end to end for arrays)
-MESSAGE_SECONDS = 10e-6
-BYTE_SECONDS = 1e-9
-
-
-def edge_seconds(db: LBDatabase) -> np.ndarray:
+def edge_seconds(db: LBDatabase, link: Link = DEFAULT.intra) -> np.ndarray:
     """What each edge's traffic of the last period costs the PEs when it crosses between
-    them: its messages and bytes at ``MESSAGE_SECONDS`` and ``BYTE_SECONDS``."""
-    return MESSAGE_SECONDS * db.messages + BYTE_SECONDS * db.bytes
+    them: its messages and bytes at the ``link``'s costs (:mod:`.costs`)."""
+    return np.asarray(link.seconds(db.messages, db.bytes), float)
 
 
-def traffic_seconds(db: LBDatabase, placement: np.ndarray) -> float:
+def traffic_seconds(db: LBDatabase, placement: np.ndarray, costs: Costs = DEFAULT,
+                    nodes: np.ndarray | None = None) -> float:
     """What ``placement`` costs in communication over a period like the last one, plus
-    moving there once: the edges it cuts (:func:`edge_seconds`), and one message of each
-    moved object's packed size."""
-    cut = placement[db.src] != placement[db.dst]
+    moving there once: the edges it cuts, and one message of each moved object's packed
+    size; each at the cost of its link (:mod:`.costs`): within a node, or between two
+    nodes when ``nodes`` (the node of every PE) says the two PEs are on different ones."""
+    a, b = placement[db.src], placement[db.dst]
+    cut = a != b
     moved = placement != db.pe
-    size = 0.0 if db.size is None else float(db.size[moved].sum())
-    return (float(edge_seconds(db)[cut].sum()) + MESSAGE_SECONDS * float(moved.sum())
-            + BYTE_SECONDS * size)
+    size = np.zeros(db.n) if db.size is None else np.asarray(db.size, float)
+    if nodes is None:
+        same_edge, same_move = np.ones(int(cut.sum()), bool), np.ones(int(moved.sum()), bool)
+    else:
+        same_edge = nodes[a[cut]] == nodes[b[cut]]
+        same_move = nodes[db.pe[moved]] == nodes[placement[moved]]
+    per_msg, per_byte = costs.between(same_edge)
+    edges = float(np.dot(per_msg, db.messages[cut]) + np.dot(per_byte, db.bytes[cut]))
+    per_msg, per_byte = costs.between(same_move)
+    return edges + float(per_msg.sum() + np.dot(per_byte, size[moved]))
 
 
 def capacity(db: LBDatabase) -> np.ndarray:

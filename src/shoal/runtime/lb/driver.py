@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shoal.errors import UsageError
+from shoal.runtime.lb.costs import load as load_costs
 from shoal.runtime.lb.database import LBDatabase, core_share
 from shoal.runtime.lb.grapevine import Grapevine
 from shoal.runtime.lb.meta import MetaBalancer
@@ -131,6 +132,7 @@ class Balancer:
 
             nodes = rt.nodes.node if rt.nodes.count > 1 else None
             self.machine = Machine.parse(machine, rt.npes, nodes)
+        self.costs = None if options.lb_costs is None else load_costs(options.lb_costs)
         self.name = strategy or "greedy_refine"
         self.strategy: Callable[[LBDatabase], np.ndarray] | None = None
         self.warm = False  # has the strategy run once (compiled)?
@@ -166,7 +168,7 @@ class Balancer:
         from shoal.runtime.lb.strategies import LBOptions, chain
 
         nodes = self.rt.nodes.node if self.rt.nodes.count > 1 else None
-        return chain(name, LBOptions(machine=self.machine, nodes=nodes))
+        return chain(name, LBOptions(machine=self.machine, nodes=nodes, costs=self.costs))
 
     def prepare(self) -> None:
         """At the root, when balancing will happen (an at_sync array exists, or a period

@@ -23,6 +23,7 @@ from shoal.runtime.lb.common import (
     targets,
     traffic_seconds,
 )
+from shoal.runtime.lb.costs import DEFAULT, Costs, link_for
 from shoal.runtime.lb.database import LBDatabase
 from shoal.runtime.lb.locality import gather_moves
 
@@ -287,7 +288,8 @@ def greedy(db: LBDatabase) -> np.ndarray:
     return _lpt(db, cap, heaviest_first(db), -1.0)
 
 
-def greedy_refine(db: LBDatabase, tolerance: float = 1.01) -> np.ndarray:
+def greedy_refine(db: LBDatabase, tolerance: float = 1.01, costs: Costs = DEFAULT,
+                  nodes: np.ndarray | None = None) -> np.ndarray:
     """GreedyRefineLB (Charm++'s strategy of that name; Acun14, Section III-A): greedy's
     quality with few migrations.
 
@@ -316,7 +318,9 @@ def greedy_refine(db: LBDatabase, tolerance: float = 1.01) -> np.ndarray:
     (12 runs' databases) the kept placement moved about 390 objects and left 3,500-4,900
     messages per 10 steps between the PEs, greedy's own moved about 250 and left 7,800-8,000;
     with the pass weighing bytes alone, one run's kept placement had moved 57 and left
-    7,400, and the run took 172 ms per step against 165-171."""
+    7,400, and the run took 172 ms per step against 165-171. ``costs`` and ``nodes`` (the
+    node of every PE): what a message and a byte cost within a node and between nodes
+    (:mod:`.costs`)."""
     if tolerance < 1.0:
         raise UsageError(f"greedy_refine tolerance must be >= 1, not {tolerance}")
     cap = capacity(db)
@@ -327,13 +331,14 @@ def greedy_refine(db: LBDatabase, tolerance: float = 1.01) -> np.ndarray:
     for factor in _KEEP_FACTORS:
         second = _lpt(db, cap, order, factor * bound)
         if max_scaled(db, second, cap) <= bound:
-            kept = gather_moves(db, second, bound * cap)
+            kept = gather_moves(db, second, bound * cap, link_for(costs, nodes))
             break
     if kept is not None and db.src.size == 0:
         return kept
-    own = gather_moves(db, _relabelled(db, first, cap), bound * cap)
+    own = gather_moves(db, _relabelled(db, first, cap), bound * cap, link_for(costs, nodes))
     # both are within the bound: the one that costs less to communicate
-    if kept is None or traffic_seconds(db, own) < traffic_seconds(db, kept):
+    if kept is None or (traffic_seconds(db, own, costs, nodes)
+                        < traffic_seconds(db, kept, costs, nodes)):
         return own
     return kept
 
@@ -351,7 +356,8 @@ def _relabelled(db: LBDatabase, placement: np.ndarray, cap: np.ndarray) -> np.nd
     return out if max_scaled(db, out, cap) <= max_scaled(db, placement, cap) else placement
 
 
-def refine(db: LBDatabase, tolerance: float = 1.05) -> np.ndarray:
+def refine(db: LBDatabase, tolerance: float = 1.05, costs: Costs = DEFAULT,
+           nodes: np.ndarray | None = None) -> np.ndarray:
     """RefineLB (Acun14, Section III-A): move objects only off overloaded PEs, few moves.
 
     A PE is overloaded when its scaled load exceeds ``tolerance * avg`` (capacities as in
@@ -368,7 +374,8 @@ def refine(db: LBDatabase, tolerance: float = 1.05) -> np.ndarray:
     receives an object that still lowers the donor's load below its old value; so the
     maximum scaled load never increases. Not guaranteed: reaching the threshold (one object
     may weigh more, and single moves cannot empty a PE to make room, as greedy can), nor the
-    fewest migrations (the choice is greedy, one move at a time)."""
+    fewest migrations (the choice is greedy, one move at a time). ``costs``, ``nodes``: as
+    in :func:`greedy_refine`, for the locality pass."""
     if tolerance < 1.0:
         raise UsageError(f"refine tolerance must be >= 1, not {tolerance}")
     assert db.migratable is not None
@@ -383,4 +390,4 @@ def refine(db: LBDatabase, tolerance: float = 1.05) -> np.ndarray:
     perm = np.argsort(cap, kind="stable").astype(np.int64)
     placement[order] = _refine(db.load[order], db.pe[order], start,
                                db.pe_loads().astype(float), cap, perm, tolerance * avg)
-    return gather_moves(db, placement, tolerance * avg * cap)
+    return gather_moves(db, placement, tolerance * avg * cap, link_for(costs, nodes))

@@ -40,18 +40,21 @@ import numpy as np
 from numba import njit
 
 from shoal.runtime.lb.common import adjacency, edge_seconds
+from shoal.runtime.lb.costs import DEFAULT, Link
 from shoal.runtime.lb.database import LBDatabase
 
 
-def gather_moves(db: LBDatabase, placement: np.ndarray, limit: np.ndarray) -> np.ndarray:
+def gather_moves(db: LBDatabase, placement: np.ndarray, limit: np.ndarray,
+                 link: Link = DEFAULT.intra) -> np.ndarray:
     """``placement`` with each (donor, receiver) pair's moves carried by a region of the
-    donor's objects next to the receiver where that cuts less weight (module doc);
-    ``limit[p]``: the load PE ``p`` may reach (unscaled)."""
+    donor's objects next to the receiver where that cuts less weight (module doc), each
+    edge weighed at ``link``'s costs; ``limit[p]``: the load PE ``p`` may reach
+    (unscaled)."""
     assert db.migratable is not None
     moved = np.flatnonzero((placement != db.pe) & db.migratable)
     if moved.size == 0 or db.src.size == 0:
         return placement
-    adj = adjacency(db, np.arange(db.n), edge_seconds(db))
+    adj = adjacency(db, np.arange(db.n), edge_seconds(db, link))
     if adj.nnz == 0 or not adj.data.any():
         return placement
     # pairs (donor, receiver), largest load first

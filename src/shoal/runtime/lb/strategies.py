@@ -39,6 +39,7 @@ import numpy as np
 
 from shoal.errors import UsageError
 from shoal.runtime.lb.common import Strategy
+from shoal.runtime.lb.costs import Costs
 from shoal.runtime.lb.database import LBDatabase
 from shoal.runtime.lb.distributed import distributed
 from shoal.runtime.lb.graph import metis
@@ -71,11 +72,14 @@ class LBOptions:
     ``machine``: the torus and the node of every PE (``topo`` needs it; ``hierarchical``
     groups the PEs of a node when it is given); ``nodes``: the node of every PE where the
     job runs (the runtime's real map, when the PEs span nodes: ``hierarchical``'s groups
-    without a machine); ``group``: PEs per group of ``hierarchical`` without either;
-    ``seed``: the random choices of ``distributed``."""
+    without a machine; the locality pass and greedy_refine's choice: which traffic
+    crosses nodes); ``costs``: what a message and a byte cost within a node and between
+    nodes (:mod:`.costs`; None: the defaults); ``group``: PEs per group of
+    ``hierarchical`` without either; ``seed``: the random choices of ``distributed``."""
 
     machine: Machine | None = None
     nodes: np.ndarray | None = None
+    costs: Costs | None = None
     group: int = 64
     seed: int = 0
 
