@@ -100,6 +100,8 @@ def ft_environment() -> dict[str, str]:
     if not (lib.exists() and run.exists()):
         raise UsageError(f"SHOAL_FT_MPI={prefix}: no Open MPI there (want {run} and {lib})")
     cmd = [str(run), "--with-ft", "ulfm", "--oversubscribe"]
+    if in_allocation(os.environ):  # its launcher filled the first node with every rank
+        cmd += ["--map-by", "node"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
     return {LAUNCHER_ENV: shlex.join(cmd), "OPAL_PREFIX": str(root),

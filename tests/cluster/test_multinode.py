@@ -211,3 +211,29 @@ def test_a_job_that_loses_a_node_recovers_bit_identical(cluster, shared, how, sh
     assert got["digest"] == plain["digest"] and got["restarted"], err[-3000:]
     assert got["pes"] == (3 if shrink else 4)
     assert re.search(r"without host\(s\) n2$", err, re.MULTILINE), err[-3000:]
+
+
+@pytest.mark.skipif(not os.environ.get("SHOAL_FT_MPI"),
+                    reason="no Open MPI with ULFM (SHOAL_FT_MPI unset; make test sets it)")
+def test_in_job_recovery_across_nodes_loses_a_pe_of_the_second_node(cluster, shared):
+    """``shoal run --ft`` inside an allocation: Open MPI's launcher starts its daemons
+    through Slurm, the PEs spread over both nodes, and a PE of n2 killed mid-run is
+    replaced by a rollback of the survivors, bit-identical."""
+    ft_job = ROOT / "tests" / "runtime" / "jobs" / "ft.py"
+    env = {**environment(cluster), "SHOAL_FT_MPI": os.environ["SHOAL_FT_MPI"],
+           "PYTHONPATH": str(ft_job.parent)}
+
+    def ft(*args):
+        out = subprocess.run([str(c) for c in ("salloc", "-N", 2, "-n", 4, "-w", "n1,n2",
+                                               *SHOAL, "run", "--timeout", "90s", "--ft",
+                                               "-n", 4, *args)],
+                             capture_output=True, text=True, env=env, cwd=shared,
+                             timeout=TIMEOUT)
+        return out
+
+    assert hosts_of(ft(HELLO)) == {"n1", "n2"}
+    plain = result(ft(ft_job, "plain", 24))
+    out = ft("--kill", "3@2s", ft_job, "ft", 24)
+    got = result(out)
+    assert got["digest"] == plain["digest"] and got["pes"] == 3 and got["restored"]
+    assert "PE(s) 3 failed; the job continues on 3 PE(s)" in out.stderr
