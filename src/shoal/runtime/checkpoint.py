@@ -64,7 +64,7 @@ from shoal.runtime.buddy import STORE, buddies
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.futures import Future, Task
 from shoal.runtime.migration import packed
-from shoal.runtime.protocol import CKPT_COMMIT, CKPT_COPY, CKPT_DONE, CKPT_WRITE, RED
+from shoal.runtime.protocol import CKPT_COMMIT, CKPT_COPY, CKPT_DONE, CKPT_WRITE
 from shoal.runtime.recovery import InMemory, mark, restored
 from shoal.runtime.resize import Resize
 
@@ -344,16 +344,17 @@ class Checkpoints:
             raise
 
     def _pe_info(self) -> dict[str, Any]:
-        """This PE's counters and its part of each collection that is not in an element."""
+        """This PE's counters and its part of each collection that is not in an element:
+        the record each part with state saves (the core, location, reductions, sections),
+        their ``colls`` entries merged per collection."""
         rt = self.rt
-        return {"pe": rt.pe, "ncoll": rt.location.ncoll, "destroyed": rt.location.destroyed,
-                "nfut": rt.nfut,
-                "pe_out": rt.pe_out, "futures": sorted(rt.futures),
-                "gathers": {fid: (f.count, f.values) for fid, f in rt.futures.items()
-                            if f.values is not None},
-                "colls": {cid: {"deleted": coll.deleted, "partial": coll.partial,
-                                "total": coll.total} for cid, coll in rt.colls.items()},
-                "sections": rt.sections.saved()}
+        info: dict[str, Any] = {"pe": rt.pe, "colls": {cid: {} for cid in rt.colls}}
+        for part in (rt, rt.location, rt.reductions, rt.sections):
+            saved = part.saved()
+            for cid, fields in saved.pop("colls", {}).items():
+                info["colls"][cid].update(fields)
+            info.update(saved)
+        return info
 
     def _refuse_suspended(self) -> None:
         rt = self.rt
@@ -435,28 +436,18 @@ class Checkpoints:
         meta = main.load(main.entries[0])
         for m in meta:
             self._rebuild(m, infos, old)
-        # no id of a destroyed collection is used again, nor reaches a new collection
-        # (a new PE's count starts at 0); absent from checkpoints before this field
-        rt.location.destroyed = set().union(*(info.get("destroyed", ()) for info in infos))
+        rt.location.restore(infos)
         for q, shard in enumerate(pes):
             if not same and q % rt.npes == rt.pe:
                 shard.verify()  # every shard is checked by one PE
         rt.migration.arrive(self._mine(pes, same) if memory is None
                             else self._exchange(memory))
-        if rt.pe < old:
-            info = infos[rt.pe]
-            rt.pe_out = info["pe_out"]
-            rt.nfut = info["nfut"]
-            rt.location.ncoll = info["ncoll"]
-            for fid in info["futures"]:  # still awaited by someone: a value may come
-                rt.futures[fid] = Future(rt.pe, fid)
-            for fid, (count, values) in info["gathers"].items():  # shoal.future(n)
-                rt.futures[fid].count, rt.futures[fid].values = count, values
+        rt.restore(infos)
         if not same:
             self._regroup(pes, meta, old)
         rt.sections.restore(infos)
+        rt.reductions.restore(infos)
         if rt.pe == 0:
-            self._continue_reductions(infos)
             # what main last gave shoal.iteration(), until it gives another: a program
             # that gives its state once (an AtSync one) keeps it over several restarts
             self.state = self.kept = main.load(main.entries[1])
@@ -476,8 +467,6 @@ class Checkpoints:
                           m["at_sync"])
         coll.bcast_count = m["bcast_count"]
         coll.outside = coll.announced = m.get("outside", False)
-        deleted = set().union(*(info["colls"][cid]["deleted"] for info in infos))
-        coll.deleted = {index for index in deleted if coll.home(index) == rt.pe}
         if rt.pe == 0:
             pending = any(info["colls"][cid]["partial"] or info["colls"][cid]["total"]
                           for info in infos) or m["rets"]
@@ -553,17 +542,6 @@ class Checkpoints:
                   *(s.expected for c in rt.colls.values() for s in c.local.values())]:
             for key in [k for k in d if gone(k)]:
                 del d[key]
-
-    def _continue_reductions(self, infos: list[dict[str, Any]]) -> None:
-        """At the new root: the partial results every old PE held join the reductions
-        they belong to, as if they came up the tree."""
-        red = self.rt.reductions
-        for info in infos:
-            for cid, parts in info["colls"].items():
-                for store in (parts["partial"], parts["total"]):
-                    for r, (value, count, reducer, target) in store.items():
-                        red.on_red((RED, cid, r, value, count, reducer, target))
-
 
 def _as_member(item: tuple, pe: int) -> tuple:
     cid, _index, obj, state = item

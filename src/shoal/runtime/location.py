@@ -62,6 +62,26 @@ class Location:
         self.destroying: dict[tuple[int, int], list[Any]] = {}
 
     # ----------------------------------------------------------------- collections
+    # ------------------------------------------------------------- checkpoints
+    def saved(self) -> dict[str, Any]:
+        """This PE's part of its shard's first record: how many collections it created,
+        the ids of destroyed ones, and each collection's deleted indices homed here."""
+        rt = self.rt
+        return {"ncoll": self.ncoll, "destroyed": self.destroyed,
+                "colls": {cid: {"deleted": coll.deleted} for cid, coll in rt.colls.items()}}
+
+    def restore(self, infos: list[dict[str, Any]]) -> None:
+        """After a restart from the records of every old PE (``infos``): no id of a
+        destroyed collection is used again nor reaches a new one (a new PE's count starts
+        at 0); each deleted index is known at its new home."""
+        rt = self.rt
+        if rt.pe < len(infos):
+            self.ncoll = infos[rt.pe]["ncoll"]
+        self.destroyed = set().union(*(info.get("destroyed", ()) for info in infos))
+        for cid, coll in rt.colls.items():
+            deleted = set().union(*(info["colls"][cid]["deleted"] for info in infos))
+            coll.deleted = {index for index in deleted if coll.home(index) == rt.pe}
+
     def create(self, kind: str, cls: type, dims: Any, ndims: int | None, args: tuple,
                mapping: Any, at_sync: bool = False) -> CollectionProxy:
         """Create an array (``dims`` dense, or ``ndims`` sparse) or a group on every PE;

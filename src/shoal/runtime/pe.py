@@ -793,6 +793,26 @@ class Runtime:
                 "idle": self.idle_seconds(), "comm": comm, "bytes_sent": self.net.bytes_sent,
                 "bytes_shared": self.net.bytes_shared}
 
+    def saved(self) -> dict[str, Any]:
+        """The core's part of its shard's first record: the futures it numbered and those
+        still awaited (with the values a ``shoal.future(n)`` has), the sequence numbers
+        of messages this PE (not an element) sent."""
+        return {"nfut": self.nfut, "pe_out": self.pe_out, "futures": sorted(self.futures),
+                "gathers": {fid: (f.count, f.values) for fid, f in self.futures.items()
+                            if f.values is not None}}
+
+    def restore(self, infos: list[dict[str, Any]]) -> None:
+        """After a restart: this PE's old record, if it had one (``infos``: every old
+        PE's); a future still awaited by someone is registered again, a value may come."""
+        if self.pe >= len(infos):
+            return
+        info = infos[self.pe]
+        self.pe_out, self.nfut = info["pe_out"], info["nfut"]
+        for fid in info["futures"]:
+            self.futures[fid] = Future(self.pe, fid)
+        for fid, (count, values) in info["gathers"].items():  # shoal.future(n)
+            self.futures[fid].count, self.futures[fid].values = count, values
+
     def idle_seconds(self) -> float:
         """Seconds this PE waited for work, in its loop or for a flow-control window."""
         return self.idle + self.net.flow.waited

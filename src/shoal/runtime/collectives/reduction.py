@@ -30,6 +30,23 @@ class Reductions:
     def __init__(self, rt: Runtime):
         self.rt = rt
 
+    def saved(self) -> dict[str, Any]:
+        """This PE's part of its shard's first record: each collection's partial results
+        (and, at the root, totals) of reductions not yet complete."""
+        return {"colls": {cid: {"partial": coll.partial, "total": coll.total}
+                          for cid, coll in self.rt.colls.items()}}
+
+    def restore(self, infos: list[dict[str, Any]]) -> None:
+        """At the new root, after a restart: the partial results every old PE held join
+        the reductions they belong to, as if they came up the tree."""
+        if self.rt.pe != 0:
+            return
+        for info in infos:
+            for cid, parts in info["colls"].items():
+                for store in (parts["partial"], parts["total"]):
+                    for r, (value, count, reducer, target) in store.items():
+                        self.on_red((RED, cid, r, value, count, reducer, target))
+
     def contribute(self, slot: Slot, value: Any, reducer: Any, target: Any) -> None:
         """Element ``slot``'s contribution to its next reduction (``reducer`` None: a
         barrier, see :mod:`shoal.runtime.reducers`)."""

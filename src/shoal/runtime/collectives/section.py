@@ -298,10 +298,11 @@ class Sections:
     def saved(self) -> dict[str, Any]:
         """This PE's sections for a checkpoint (taken at quiescence: every tree is
         complete, nothing is in flight)."""
-        return {"count": self.count,
-                "parts": {sid: {"cid": part.cid, "members": part.members, "mcast": part.mcast,
-                                "rets": part.rets, "reds": part.reds}
-                          for sid, part in self.parts.items()}}
+        return {"sections": {
+            "count": self.count,
+            "parts": {sid: {"cid": part.cid, "members": part.members, "mcast": part.mcast,
+                            "rets": part.rets, "reds": part.reds}
+                      for sid, part in self.parts.items()}}}
 
     def restore(self, infos: list[dict[str, Any]]) -> None:
         """After a restart (``infos``: every old PE's saved counters): rebuild the trees
