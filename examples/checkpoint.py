@@ -2,13 +2,14 @@
 iterations; a run stopped part-way (the end of an allocation) continues from its last
 checkpoint, on any number of PEs, and ends with the same checksum as an uninterrupted run.
 
+    shoal run -n 2 examples/checkpoint.py            # 20 iterations into ./heat-checkpoint
     shoal run -n 2 examples/checkpoint.py /tmp/heat 20 --stop 12   # stops after 12
     shoal run -n 3 --restart /tmp/heat examples/checkpoint.py /tmp/heat 20
     shoal run -n 2 examples/checkpoint.py /tmp/heat-all 20         # the same checksum
 """
 
+import argparse
 import hashlib
-import sys
 
 import numpy as np
 
@@ -60,10 +61,10 @@ async def main(path, iterations, stop):
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    stop = None
-    if "--stop" in args:
-        k = args.index("--stop")
-        stop = int(args[k + 1])
-        del args[k:k + 2]
-    shoal.start(main, args[0], int(args[1]), stop)
+    ap = argparse.ArgumentParser(description="Checkpoint and restart a heat ring")
+    ap.add_argument("path", nargs="?", default="heat-checkpoint",
+                    help="the checkpoint directory (default: ./heat-checkpoint)")
+    ap.add_argument("iterations", nargs="?", type=int, default=20)
+    ap.add_argument("--stop", type=int, default=None, help="stop after this iteration")
+    args = ap.parse_args()
+    shoal.start(main, args.path, args.iterations, args.stop)

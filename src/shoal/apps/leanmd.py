@@ -65,7 +65,7 @@ class Params:
     ``temperature``, ``seed``."""
 
     cells: int = 4
-    atoms: int = 60
+    atoms: int = 40
     steps: int = 100
     cutoff: float = 4.0
     skin: float = 0.5

@@ -1,0 +1,42 @@
+"""Every program in examples/ runs as its docstring says, with its defaults (smaller sizes
+only where a default is sized for a benchmark), and ends well."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shoal.launch import mpiexec
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+RUN = [sys.executable, "-m", "shoal", "run", "-n", "2", "--timeout", "120s"]
+CASES = {  # example: (how it is launched, its arguments, what its output says)
+    "hello.py": (RUN, [], "2 PEs on 1 node(s), 8 elements"),
+    "checkpoint.py": (RUN, [], "20 iterations, checksum"),
+    "gossip_service.py": ("mpiexec", [], "busy"),
+    "gossip_sweep.py": ([sys.executable], ["--nodes", "64", "--out", "fig.png"],
+                        "wrote fig.png"),
+    "leanmd.py": (RUN, [], "energy drift"),
+    "phold.py": (RUN, [], "conservation ok"),
+    "pingpong.py": (RUN, [], "1048576"),
+    "resize.py": (RUN, [], "200 iterations on 2 PEs"),
+    "stencil2d.py": (RUN, ["--n", "512", "--iters", "10"], "10 iterations"),
+    "stencil_hotspot.py": (RUN, ["--n", "512", "--iters", "20"], "LB steps"),
+}
+
+
+def test_every_example_is_in_the_table():
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_example_runs(tmp_path, name):
+    launcher, args, says = CASES[name]
+    if launcher == "mpiexec":
+        launcher = [*mpiexec(), "-n", "2", sys.executable]
+    out = subprocess.run([*launcher, str(EXAMPLES / name), *args], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert says in out.stdout, out.stdout[-2000:]
+    assert "Traceback" not in out.stderr
