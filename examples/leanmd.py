@@ -2,13 +2,14 @@
 runtime (Acun14, Section IV-B; the code is in shoal.apps.leanmd).
 
 Cells form a dense 3-D chare array, computes (one per pair of neighbouring cells) a sparse
-6-D one. ``--distribution clustered`` (the default) puts up to 8x more atoms in the cells of
-a cluster than elsewhere, so the PEs holding it do most of the work; with ``--lb-every K``
-every element reaches a sync point every K steps and the balancer (``--lb`` of ``shoal run``,
-default greedy_refine) moves computes and cells. Run:
+6-D one. ``--distribution clustered`` (the default) puts up to twice the mean atom count in
+the cells of a cluster and an eighth of it elsewhere, so the PEs holding it do most of the
+work; with ``--lb-every K`` every element reaches a sync point every K steps and the balancer
+(``--lb`` of ``shoal run``, default greedy_refine) moves computes and cells. Run (by default
+4^3 cells, 40 atoms per cell on average, 100 steps):
 
-    shoal run -n 2 examples/leanmd.py --cells 4 --atoms 60 --steps 100 --lb-every 20
-    shoal run -n 2 examples/leanmd.py --cells 4 --atoms 60 --steps 100          # no LB
+    shoal run -n 2 examples/leanmd.py --lb-every 20
+    shoal run -n 2 examples/leanmd.py                 # no LB
 
 Prints the energy at every migration step, then the time per step, the energy drift against
 its tolerance and a checksum of the final state (equal for equal runs, whatever the PEs and

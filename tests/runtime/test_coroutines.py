@@ -22,5 +22,9 @@ def test_a_migration_asked_for_during_a_suspended_coroutine_waits_for_it_to_retu
     run_ok("coroutines", 3, "suspended_migration")
 
 
+def test_an_async_init_runs_to_its_end_before_any_message_to_its_chare():
+    run_ok("coroutines", 3, "async_constructor")
+
+
 def test_channels_awaits_sleep_and_suspended_migration_also_work_with_buffers_by_mpi_only():
     run_ok("coroutines", 3, *SCENARIOS, shm=0)  # one job: only channels carry large arrays

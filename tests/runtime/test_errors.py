@@ -50,6 +50,14 @@ def test_a_future_sent_twice_names_the_element_that_sent_it():
     assert "received a second value from PE 2, Faulty[3].twice" in out.stderr, out.stderr
 
 
+def test_an_exception_in_an_async_init_ends_the_job_with_pe_element_and_traceback():
+    out = run_job("errors", 2, "async_init")
+    assert out.returncode != 0
+    assert "PE 1, Unready[3].__init__" in out.stderr, out.stderr[-2000:]
+    assert "ValueError: deliberate failure in an async __init__" in out.stderr
+    assert "never awaited" not in out.stderr
+
+
 @pytest.mark.parametrize(("scenario", "ranks", "said"), [
     ("ragged", 2, "Reducer.sum combines sequences element-wise, and two contributions have "
                   "lengths"),

@@ -12,3 +12,7 @@ def test_the_task_pool_as_a_user_writes_it(ranks, tmp_path):
     assert figures["mapping"] == list(range(ranks))  # every PE ran tasks
     # the long task held its PE until every short one had run: all ran on the others
     assert 1 <= figures["dynamic"] <= ranks - 1
+
+
+def test_a_map_with_many_failed_chunks_raises_once_and_the_job_goes_on():
+    run_ok("pool", 2, "many_failures", "mapping")

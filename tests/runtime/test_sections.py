@@ -241,6 +241,10 @@ def test_sections_as_a_user_writes_them(ranks):
     assert figures["caller_sends_little"] == {"SEC_MCAST": min(ranks - 1, ARITY)}
 
 
+def test_awaitable_on_a_section_waits_for_every_member_as_on_an_array():
+    run_ok("sections", 2, "awaitable")
+
+
 def test_section_proxies_pickle_small_and_a_list_key_points_to_section():
     import pickle
 

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shoal.errors import UsageError
+from shoal.runtime.building import NotBuiltError
 from shoal.runtime.context import current
 from shoal.runtime.protocol import AGG, AGG_LOC
 from shoal.runtime.proxy import CollectionProxy, entry_methods, normalize
@@ -411,11 +412,12 @@ class Stream:
     # ----------------------------------------------------------------- arrival
     def deliver(self, chunk: Chunk) -> None:
         """Run ``method(item)`` of each item's element, here, as the current element; items
-        whose element is not here go on as ordinary messages. Consecutive items to one
-        element are one run: its method is looked up and the clock read once per run, and
-        the runs' calls and times go into the elements' statistics after the chunk (with
-        ``cpu_stats`` or a trace, which record every call, each call is booked alone:
-        :meth:`_each`)."""
+        whose element is not here go on as ordinary messages, and so do those to an element
+        whose ``async def __init__`` has not returned (:mod:`shoal.runtime.building`: its
+        messages wait). Consecutive items to one element are one run: its method is looked
+        up and the clock read once per run, and the runs' calls and times go into the
+        elements' statistics after the chunk (with ``cpu_stats`` or a trace, which record
+        every call, each call is booked alone: :meth:`_each`)."""
         rt = self.rt
         coll = rt.colls.get(self.cid)
         if coll is None:  # its creation has not reached this PE yet: wait for it
@@ -445,7 +447,11 @@ class Stream:
                 fn = getattr(slot.obj, name)
                 if each:
                     fn = partial(self._each, slot, fn)
-            fn(item)
+            try:  # (free in Python 3.11 unless it raises)
+                fn(item)
+            except NotBuiltError:  # its async def __init__ runs: the item waits as a message
+                self._forward(coll, src, key, item)
+                continue
             calls += 1
             if slot.migrate_to is not None:
                 runs += (slot, calls, clock())

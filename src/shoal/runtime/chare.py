@@ -2,7 +2,9 @@
 
 Subclass :class:`Chare`; every public method is an entry method. A plain method runs to
 completion; an ``async def`` method may ``await`` futures, reductions and channels, and other
-chares of its PE run meanwhile. Inside a chare, ``self.thisIndex`` is its index,
+chares of its PE run meanwhile. ``__init__`` may be an ``async def`` too (charm4py's threaded
+constructors): the messages to the chare wait until it has returned
+(:mod:`shoal.runtime.building`). Inside a chare, ``self.thisIndex`` is its index,
 ``self.thisProxy`` the proxy of its array or group (a single chare's, made by
 ``shoal.create``: its own proxy), and ``self.thisElement`` names itself.
 
@@ -46,7 +48,8 @@ class Chare:
 
     @property
     def thisProxy(self) -> Any:  # noqa: N802 - a CollectionProxy, or an ElementProxy
-        """The proxy of this chare's array or group; a single chare's own proxy."""
+        """The proxy of this chare's array or group; a single chare's own proxy (indexed
+        with its own index it stays itself: charm4py's ``self.thisProxy[self.thisIndex]``)."""
         coll = self._slot.coll
         if coll.single:
             return coll.proxy._element(coll.cid, self._slot.index)

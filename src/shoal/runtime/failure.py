@@ -86,10 +86,10 @@ class Failure:
             abort_job(rt.net.comm, text, 1)
 
 
-def gathered(values: dict[Any, Any]) -> Failure | None:
-    """The failure of a broadcast's gather (``values``: element index -> return value):
-    that of the lowest index that failed, its traceback followed by the indices of the
-    others; None if none failed."""
+def gathered(values: dict[Any, Any], what: str = "broadcast") -> Failure | None:
+    """The failure of a broadcast's gather (``values``: element index -> return value; a
+    section's multicast: ``what``): that of the lowest index that failed, its traceback
+    followed by the indices of the others; None if none failed."""
     failed = sorted(i for i, v in values.items() if type(v) is Failure)
     if not failed:
         return None
@@ -100,6 +100,6 @@ def gathered(values: dict[Any, Any]) -> Failure | None:
     if len(failed) > 1:
         others = ", ".join(str(list(i)) for i in failed[1:6])
         more = f" and {len(failed) - 6} more" if len(failed) > 6 else ""
-        text += (f"({len(failed) - 1} other element(s) of the broadcast raised too: "
+        text += (f"({len(failed) - 1} other element(s) of the {what} raised too: "
                  f"{others}{more})\n")
     return Failure(first.error, first.where, text)

@@ -18,6 +18,10 @@ condition on ``self`` holds, checked at once and then after each entry method an
 coroutine step of the element, like the buffer (each condition text is compiled once per
 class).
 
+The same buffer keeps the messages that reach an element while its ``async def __init__``
+runs (:mod:`shoal.runtime.building`): they are queued again, in arrival order, once it has
+returned.
+
 Semantics worth knowing: a message that waits counts as delivered for quiescence (like a
 value in a channel buffer), so a condition that never comes true ends a program whose main
 awaits it with "no work is pending" instead of hanging; calling a guarded method directly

@@ -11,9 +11,11 @@ message to an element that is not inserted yet waits at its home (``absent``).
 
 from __future__ import annotations
 
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from shoal.errors import UsageError
+from shoal.runtime import building
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.futures import Task
 from shoal.runtime.maps import Singles, check_map, local_indices
@@ -163,7 +165,9 @@ class Location:
                   bcast: int = 0) -> Slot:
         """Build element ``index`` here: its slot, then ``cls(*args)`` as the current element.
         ``redno`` and ``bcast``: the first reduction it takes part in and the last broadcast
-        before it (set first, so that its constructor may contribute)."""
+        before it (set first, so that its constructor may contribute). An ``async def
+        __init__`` runs as the element's coroutine, its messages held until it returns
+        (:mod:`shoal.runtime.building`)."""
         slot = Slot(coll, index)
         slot.redno = redno
         slot.bcast = bcast
@@ -172,8 +176,10 @@ class Location:
         slot.obj = obj
         coll.local[index] = slot
         saved = self.rt.enter(slot, "__init__")
-        obj.__init__(*args)
+        coro = obj.__init__(*args)
         self.rt.leave(saved)
+        if type(coro) is CoroutineType:
+            building.start(self.rt, slot, coro)
         return slot
 
     # ----------------------------------------------------------------- insertion, deletion

@@ -17,8 +17,13 @@ for the scheduler alone.) A chunk whose task awaits (a nested ``map`` or
 and nested use cannot starve; chunks submitted from deeper in a nest go first (the tasks
 others wait for). A task that raises makes the caller's ``await`` raise its exception, with
 the remote traceback as its ``__cause__``, as an entry method's exception does
-(:mod:`shoal.runtime.failure`); so does a result that cannot be pickled. A task may be a
-plain function or an ``async def`` (which may ``await``).
+(:mod:`shoal.runtime.failure`); so does a result that cannot be pickled. A chunk stops at
+its first failing task, and the ``await`` raises once every chunk has answered: the
+exception of the first failed chunk (in the order of the items), with the failures of the
+others attached to it (:func:`_raised`), so that every failure is read and none ends the
+job. (Not an ``ExceptionGroup``: Python 3.10 has none, and ``except ValueError`` around a
+map would stop catching what a task raised.) A task may be a plain function or an
+``async def`` (which may ``await``).
 """
 
 from __future__ import annotations
@@ -40,21 +45,23 @@ if TYPE_CHECKING:
 
 
 class TaskFuture:
-    """``await`` it for the result of a task (or the exception of its failure)."""
+    """``await`` it for the results of a map (or of a submit), or for the exception of the
+    first failed chunk once every chunk has answered."""
 
-    __slots__ = ("futs",)
+    __slots__ = ("futs", "size")
 
-    def __init__(self, futs: list[Future]):
+    def __init__(self, futs: list[Future], size: int):
         self.futs = futs  # one per chunk, in order
+        self.size = size  # items per chunk (the last one may hold fewer)
 
     def __await__(self) -> Generator[Future, Any, Any]:
-        out: list[Any] = []
+        answers = []
         for fut in self.futs:
-            ok, value = yield from fut.__await__()
-            if not ok:
-                raise value.exception()
-            out.extend(pickle.loads(value))
-        return out
+            answers.append((yield from fut.__await__()))
+        failed = [(k * self.size, value) for k, (ok, value) in enumerate(answers) if not ok]
+        if failed:
+            raise _raised(failed)
+        return [r for _, value in answers for r in pickle.loads(value)]
 
     def __repr__(self) -> str:
         done = sum(1 for f in self.futs if f.done)
@@ -83,12 +90,12 @@ class PoolAPI:
         pool = current().pool
         items = list(items)
         return TaskFuture([pool.submit(f, items[k:k + chunksize], False)
-                           for k in range(0, len(items), chunksize)])
+                           for k in range(0, len(items), chunksize)], chunksize)
 
     def submit(self, f: Callable[..., Any], *args: Any, **kwargs: Any) -> TaskFuture:
         """``shoal.pool.submit(f, *args, **kwargs)``: ``f(*args, **kwargs)`` on some PE;
         ``await`` the result."""
-        return _Submitted([current().pool.submit(f, [(args, kwargs)], True)])
+        return _Submitted([current().pool.submit(f, [(args, kwargs)], True)], 1)
 
 
 pool = PoolAPI()
@@ -220,6 +227,24 @@ class _Tracked:
             pool.blocked()
             value = yield fut
             pool.running += 1
+
+
+def _raised(failed: list[tuple[int, Failure]]) -> BaseException:
+    """The one exception a failed map raises (``failed``: the first item of each failed
+    chunk and its failure, in order): the first chunk's, with every failure attached, so
+    that each one is retrieved (a failure nobody retrieves ends the job, see
+    :class:`~shoal.runtime.failure.Failure`). ``exc.pool_failures`` is the list of
+    ``(first item of the chunk, exception)`` of every failed chunk, this one first, each
+    exception with its remote traceback as ``__cause__``; ``exc.__notes__`` gets a line per
+    other failed chunk (Python 3.11 and later print the notes under the traceback)."""
+    errors = [(first, failure.exception()) for first, failure in failed]
+    exc = errors[0][1]
+    setattr(exc, "pool_failures", errors)  # noqa: B010 - an attribute of any exception type
+    if len(errors) > 1:
+        notes = [f"shoal.pool: the chunk from item {first} raised too: "
+                 f"{type(other).__qualname__}: {other}" for first, other in errors[1:]]
+        setattr(exc, "__notes__", [*getattr(exc, "__notes__", ()), *notes])  # noqa: B010
+    return exc
 
 
 def _name(f: Any) -> str:

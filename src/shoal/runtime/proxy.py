@@ -5,8 +5,9 @@
 ``ret=True`` returns a :class:`~shoal.runtime.futures.Future` of the method's return value
 (of a broadcast: the list of every element's return value, in index order);
 ``awaitable=True`` a future that resolves (to None) once the method has run on every element
-of a broadcast (on one element it is ``ret=True``); both raise where awaited the exception an
-element raised (:mod:`shoal.runtime.failure`); and ``prio=`` sets the message priority
+of a broadcast or a section's multicast (on one element it is ``ret=True``); both raise where
+awaited the exception an element raised (of many elements: the lowest index's,
+:mod:`shoal.runtime.failure`); and ``prio=`` sets the message priority
 (lower runs first, FIFO among equals). Proxies are small and
 picklable, so they travel in messages; ``proxy.method`` (not called) is a
 picklable target for reductions.
@@ -68,6 +69,20 @@ class ElementProxy:
 
     def __getattr__(self, name: str) -> Any:  # Any: entry methods are made at run time
         raise AttributeError(_missing(self._chare, name))
+
+    def __getitem__(self, index: Any) -> ElementProxy:
+        """charm4py's ``self.thisProxy[self.thisIndex]`` in a single chare (``shoal.create``),
+        whose ``thisProxy`` is its own element proxy: its own index names itself. Any other
+        index, or indexing an element of an array or group, is an error."""
+        coll = current().colls.get(self.cid)
+        if coll is None or not coll.single:
+            raise UsageError(f"{self!r} names one element and cannot be indexed: index the "
+                             "proxy of its array or group (arr[i])")
+        if index != self.index:
+            raise UsageError(f"{self!r} is the proxy of a single chare (shoal.create): its "
+                             f"only index is its own, {self.index} (self.thisIndex), not "
+                             f"{index!r}")
+        return self
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, ElementProxy) and self.cid == other.cid
@@ -268,7 +283,7 @@ def _multicaster(name: str) -> Callable[..., Future | None]:
 
     def multicast(self: SectionProxy, *args: Any, **kwargs: Any) -> Future | None:
         rt = _Process.runtime or current()
-        ret = kwargs.pop("ret", False)
+        ret = _returns(kwargs)
         prio = kwargs.pop("prio", 0)
         return rt.sections.multicast(self, name, args, kwargs or None, ret, prio)
 
@@ -278,11 +293,19 @@ def _multicaster(name: str) -> Callable[..., Future | None]:
 
 def _call(rt: Runtime, proxy: ElementProxy | CollectionProxy, name: str, args: tuple[Any, ...],
           kwargs: dict[str, Any]) -> Future | None:
+    ret = _returns(kwargs)
+    prio = kwargs.pop("prio", 0)
+    return rt.call(proxy, name, args, kwargs or None, ret, prio)
+
+
+def _returns(kwargs: dict[str, Any]) -> int:
+    """Take the runtime's ``ret=`` and ``awaitable=`` out of a call's keywords: what the
+    caller's future gathers (``RET_VALUES``: the return values, ``RET_DONE``: only that
+    the method ran, 0: no future), the same for an element, a collection and a section."""
     ret = RET_VALUES if kwargs.pop("ret", False) else 0
     if kwargs.pop("awaitable", False) and not ret:
         ret = RET_DONE
-    prio = kwargs.pop("prio", 0)
-    return rt.call(proxy, name, args, kwargs or None, ret, prio)
+    return ret
 
 
 _CLASSES: dict[type[Chare], tuple[type[ElementProxy], type[CollectionProxy]]] = {}

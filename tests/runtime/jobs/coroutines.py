@@ -52,6 +52,50 @@ class Ring(shoal.Chare):
         self.contribute(total, Reducer.sum, fut)
 
 
+class Table(shoal.Chare):
+    def lookup(self, i):
+        return 10 * i
+
+
+class Built(shoal.Chare):
+    """A chare whose constructor awaits: a sleep, a call to another chare, an allreduce and
+    a channel (the runtime's own messages reach it while its messages wait); element 0
+    asks to move in it."""
+
+    async def __init__(self, n, table):
+        self.log = ["init"]
+        i = self.thisIndex[0]
+        await shoal.sleep(0.01 * (i % 3))
+        self.base = await table[0].lookup(i, ret=True)
+        self.total = await self.allreduce(i, Reducer.sum)
+        right = shoal.Channel(self, self.thisProxy[(i + 1) % n])
+        left = shoal.Channel(self, self.thisProxy[(i - 1) % n])
+        right.send(i)
+        self.left = await left.recv()
+        if i == 0:
+            self.migrate(shoal.num_pes() - 1)
+        self.log.append("built")
+
+    def hit(self, tag):
+        self.log.append(tag)
+        return self.base
+
+    def item(self, k):
+        self.log.append(("item", k))
+
+    def state(self):
+        return self.log, self.base, self.total, self.left, shoal.my_pe()
+
+
+class Lone(shoal.Chare):
+    async def __init__(self, x):
+        await shoal.sleep(0.01)
+        self.x = x
+
+    def get(self):
+        return self.x
+
+
 def on_pe0(index, dims, npes):
     return 0
 
@@ -131,8 +175,43 @@ async def suspended_migration():
     assert await holders[0].where(ret=True) == (last, 1)
 
 
+async def async_constructor():
+    """``async def __init__`` runs as the element's coroutine: every message sent to it
+    before it has returned (calls, a broadcast, ``ret=True`` and ``awaitable=True`` calls,
+    aggregated items) waits and then runs, after it, in order; inside it the chare awaits
+    calls, sleeps, an allreduce and a channel; a migration it asked for happens once it has
+    returned; a single chare's runs the same way. (Before: the coroutine was dropped with a
+    RuntimeWarning and the messages ran on a chare that had no attributes.)"""
+    n = 6
+    table = shoal.Array(Table, 1)
+    arr = shoal.Array(Built, n, args=(n, table))
+    agg = shoal.Aggregator(arr, "item")
+    for i in range(n):
+        agg.send(i, i)
+    agg.flush()
+    arr.hit("b")
+    for i in range(n):
+        arr[i].hit("m1")
+        arr[i].hit("m2")
+    assert await arr[3].hit("r", ret=True) == 30
+    assert await arr.hit("all", awaitable=True) is None
+    await shoal.quiescence()
+    states = await arr.state(ret=True)
+    for i, (log, base, total, left, pe) in enumerate(states):
+        assert log[:2] == ["init", "built"], (i, log)
+        rest = log[2:]
+        assert rest.index("m1") < rest.index("m2"), (i, log)
+        want = ["b", "m1", "m2", "all", ("item", i)] + (["r"] if i == 3 else [])
+        assert sorted(map(str, rest)) == sorted(map(str, want)), (i, log)
+        assert (base, total, left) == (10 * i, sum(range(n)), (i - 1) % n)
+        if i == 0:
+            assert pe == shoal.num_pes() - 1, pe
+    lone = shoal.create(Lone, args=(5,), pe=shoal.num_pes() - 1)
+    assert await lone.get(ret=True) == 5
+
+
 SCENARIOS = {"channels": channels, "awaits": awaits, "sleeping": sleeping,
-             "suspended_migration": suspended_migration}
+             "suspended_migration": suspended_migration, "async_constructor": async_constructor}
 
 if __name__ == "__main__":
     main(SCENARIOS)

@@ -36,6 +36,21 @@ class Faulty(shoal.Chare):
         self.contribute(1, shoal.Reducer.sum, fut)
 
 
+class Unready(shoal.Chare):
+    async def __init__(self):
+        await shoal.sleep(0.01)
+        if self.thisIndex[0] == 3:
+            raise ValueError("deliberate failure in an async __init__")
+
+    def ping(self):
+        return shoal.my_pe()
+
+
+async def async_init():
+    arr = shoal.Array(Unready, 4)
+    await arr[3].ping(ret=True)  # never runs: the failure must end the job
+
+
 async def entry_method():
     f = shoal.Array(Faulty, 4)
     f[3].boom()
@@ -133,4 +148,4 @@ if __name__ == "__main__":
           "exit_3": exit_3, "exit_0": exit_0,
           "sent_twice": sent_twice, "ragged": ragged, "lambda_reducer": lambda_reducer,
           "sparse_block": sparse_block, "lambda_map": lambda_map, "dropped": dropped,
-          "single_contributes": single_contributes})
+          "single_contributes": single_contributes, "async_init": async_init})

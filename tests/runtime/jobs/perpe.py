@@ -52,6 +52,20 @@ class Single(shoal.Chare):
     def spawn(self, n):
         return [shoal.create(Single, args=(k,)) for k in range(n)]
 
+    async def own_index(self):
+        """charm4py's spelling of its own proxy, ``self.thisProxy[self.thisIndex]``, used
+        to call itself; the errors of other indices."""
+        me = self.thisProxy[self.thisIndex]
+        assert me == self.thisElement and me == self.thisProxy
+        tag = (await me.where(ret=True))[0]
+        errors = []
+        for bad in (0, (0, 0, 99), self.thisIndex[:2]):
+            try:
+                self.thisProxy[bad]
+            except shoal.UsageError as exc:
+                errors.append(str(exc))
+        return tag, errors
+
 
 async def run_on_all():
     """A function (plain or async) runs once on every PE: the results in PE order; an
@@ -103,6 +117,23 @@ async def create_spread():
     return placed
 
 
+async def own_index():
+    """``self.thisProxy[self.thisIndex]`` in a single chare names itself (before: a
+    TypeError, since its thisProxy is its own element proxy); any other index, and an index
+    on an array element's proxy, is a UsageError that says what to write."""
+    one = shoal.create(Single, args=(7,), pe=shoal.num_pes() - 1)
+    tag, errors = await one.own_index(ret=True)
+    assert tag == 7
+    assert len(errors) == 3 and all("its only index is its own" in e for e in errors), errors
+    arr = shoal.Array(Reader, 2)
+    try:
+        arr[1][1]
+    except shoal.UsageError as exc:
+        assert "cannot be indexed: index the proxy of its array or group" in str(exc), exc
+    else:
+        raise AssertionError("no error")
+
+
 if __name__ == "__main__":
     main({"run_on_all": run_on_all, "globals_everywhere": globals_everywhere,
-          "create_spread": create_spread})
+          "create_spread": create_spread, "own_index": own_index})

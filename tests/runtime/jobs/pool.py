@@ -1,6 +1,7 @@
 """The task pool (``shoal.pool``), written the way a user writes it (run by
 test_pool.py): ``python pool.py NAME... [--dir DIR]``."""
 
+import gc
 import sys
 import time
 from pathlib import Path
@@ -45,6 +46,12 @@ async def deep(level):
 def fails(x):
     if x == 5:
         raise ValueError(f"item {x} is bad")
+    return x
+
+
+def odd_fails(x):
+    if x % 2:
+        raise ValueError(f"item {x} is odd")
     return x
 
 
@@ -108,6 +115,34 @@ async def errors():
     assert await shoal.pool.map(square, [3]) == [9]  # the pool still works
 
 
+async def many_failures():
+    """A map whose chunks fail on several PEs raises once, in the caller, after every chunk
+    has answered: the first failed chunk's exception, every failure attached; no failure
+    is left unread, so nothing ends the job afterwards (before: the first failure was
+    raised and the others, never read, ended the job when their futures were freed)."""
+    try:
+        await shoal.pool.map(odd_fails, range(12), chunksize=2)
+    except ValueError as exc:
+        assert str(exc) == "item 1 is odd", exc
+        got = [(first, str(e)) for first, e in exc.pool_failures]
+        assert got == [(k - 1, f"item {k} is odd") for k in (1, 3, 5, 7, 9, 11)], got
+        assert all("in odd_fails" in str(e.__cause__) for _, e in exc.pool_failures)
+        assert exc.__notes__ == [f"shoal.pool: the chunk from item {k - 1} raised too: "
+                                 f"ValueError: item {k} is odd" for k in (3, 5, 7, 9, 11)]
+    else:
+        raise AssertionError("no error")
+    try:
+        await shoal.pool.submit(odd_fails, 3)
+    except ValueError as exc:
+        assert [str(e) for _, e in exc.pool_failures] == ["item 3 is odd"]
+        assert not hasattr(exc, "__notes__")
+    else:
+        raise AssertionError("no error")
+    gc.collect()  # (a failure nobody read would end the job when freed)
+    await shoal.quiescence()
+    assert await shoal.pool.map(odd_fails, [0, 2]) == [0, 2]  # the pool still works
+
+
 def hold(path, n):
     """Occupy this PE (a long task) until ``n`` other tasks have each left a line in
     ``path``; gives up after 60 s."""
@@ -133,9 +168,10 @@ async def dynamic():
     path = WORK / "lines"
     path.unlink(missing_ok=True)
     n = 40
-    # the chunks left of the failed map of errors() may still run: PE 0 takes a chunk only
-    # when every other PE has one, and would take the long one while a PE still ran them
-    # (PE 0 cannot hand out chunks while it runs one: a documented limit)
+    # the other PEs' requests for chunks after errors() may still be on their way: PE 0
+    # takes a chunk only when every other PE has one, and would take the long one while a
+    # request had not arrived (PE 0 cannot hand out chunks while it runs one: a documented
+    # limit)
     await shoal.quiescence()
     first = shoal.pool.submit(hold, path, n)
     rest = [shoal.pool.submit(short, path, k) for k in range(n)]
@@ -158,4 +194,4 @@ async def from_chares():
 
 if __name__ == "__main__":
     main({"mapping": mapping, "submitting": submitting, "nested": nested, "errors": errors,
-          "dynamic": dynamic, "from_chares": from_chares})
+          "dynamic": dynamic, "from_chares": from_chares, "many_failures": many_failures})

@@ -276,6 +276,46 @@ async def sparse():
     assert [index for index, _ in values] == [(i, j) for i in (1, 2, 3) for j in (1, 2)]
 
 
+class Waiter(shoal.Chare):
+    def __init__(self):
+        self.done = []
+
+    async def settle(self, tag):
+        await shoal.sleep(0.01 * (self.thisIndex[0] % 3))  # members end at different times
+        self.done.append(tag)
+
+    def check(self, bad):
+        if self.thisIndex[0] in bad:
+            raise ValueError(f"element {self.thisIndex[0]} is bad")
+
+    def log(self):
+        return self.done
+
+
+async def awaitable():
+    """``awaitable=True`` on a section's multicast gives a future that resolves to None once
+    every member has run the method, coroutines to their end, as on an array; an exception
+    of a member is raised there (the lowest index's, the others named), with ``ret=True``
+    too. (Before: the call returned None and gave each member ``awaitable=True`` as an
+    argument, a TypeError in every one of them.)"""
+    arr = shoal.Array(Waiter, 12)
+    sec = arr[1:12:2]
+    assert await sec.settle("a", awaitable=True) is None
+    got = await arr.log(ret=True)
+    assert got == [["a"] if i % 2 else [] for i in range(12)], got
+    for how in ({"awaitable": True}, {"ret": True}):
+        try:
+            await sec.check([9, 3, 5], **how)
+        except ValueError as exc:
+            assert str(exc) == "element 3 is bad", exc
+            text = str(exc.__cause__)
+            assert "2 other element(s) of the multicast raised too: [5], [9]" in text, text
+        else:
+            raise AssertionError(f"{how}: no error")
+    assert await sec.check([], ret=True) == [None] * 6
+    assert await sec.check([], awaitable=True) is None
+
+
 async def caller_sends_little():
     """A multicast from main to a section of 64 elements spread over every PE: the caller
     (the section's root, PE 0) sends one envelope per child of the section's tree, not one
@@ -301,4 +341,5 @@ async def caller_sends_little():
 if __name__ == "__main__":
     main({"slices": slices, "reductions": reductions, "groups": groups,
           "overlapping": overlapping, "migrating": migrating, "from_elements": from_elements,
-          "sparse": sparse, "caller_sends_little": caller_sends_little})
+          "sparse": sparse, "caller_sends_little": caller_sends_little,
+          "awaitable": awaitable})

@@ -26,7 +26,11 @@ PE waits on where members are now, so migration costs a migrated member one more
 never a lost or doubled contribution.
 
 ``ret=True`` on a multicast: every member's return value goes to the root (``SEC_RET``),
-which resolves the caller's future with them in index order.
+which resolves the caller's future with them in index order; ``awaitable=True``: every
+member tells the root only that it ran the method (None), and the future resolves to None
+once each has, coroutines to their end (as for a broadcast). Either way a member that raised
+sends its failure, and the future raises the lowest failing index's exception
+(:func:`~shoal.runtime.failure.gathered`).
 
 **Checkpoints** save each section's members, its multicast count and gathers (at its root)
 and the partial results of every PE; a restart rebuilds each tree from the homes under the
@@ -43,10 +47,12 @@ from typing import TYPE_CHECKING, Any
 from shoal.errors import CheckpointError, UsageError
 from shoal.runtime import reducers
 from shoal.runtime.collectives.reduction import check_target, combine, deliver
+from shoal.runtime.failure import Failure, gathered
 from shoal.runtime.futures import Future, Gather
 from shoal.runtime.protocol import (
     ARITY,
     INVOKE,
+    RET_VALUES,
     SEC_MCAST,
     SEC_NEW,
     SEC_RED,
@@ -83,19 +89,24 @@ class Part:
         self.reds: dict[int, list[Any]] = {}  # reduction -> [value, count, reducer, target]
         self.members: list[tuple[int, ...]] | None = None  # the root: every member
         self.mcast = 0  # the root: multicasts numbered
-        self.rets: dict[int, list[Any]] = {}  # the root: multicast -> [future, {index: value}]
+        # the root: multicast -> [future, {index: value}, whether the values are kept]
+        self.rets: dict[int, list[Any]] = {}
 
 
 class SectionReturn(Gather):
-    """The gather of multicast ``num`` of section ``sid``, at its root."""
+    """The gather of multicast ``num`` of section ``sid``, at its root, called with
+    ``ret=True`` (``values``) or ``awaitable=True`` (only that it ran, or its failure)."""
 
-    __slots__ = ("num", "sid")
+    __slots__ = ("num", "sid", "values")
 
-    def __init__(self, sid: int, num: int):
+    def __init__(self, sid: int, num: int, values: bool):
         self.sid = sid
         self.num = num
+        self.values = values
 
     def answer(self, rt: Runtime, slot: Slot, value: Any) -> None:
+        if not (self.values or type(value) is Failure):
+            value = None
         rt.send(rt.sections.root(self.sid), (SEC_RET, self.sid, self.num, slot.index, value))
 
 
@@ -165,24 +176,25 @@ class Sections:
 
     # ----------------------------------------------------------------- multicasts
     def multicast(self, proxy: SectionProxy, name: str, args: tuple, kwargs: dict | None,
-                  ret: bool, prio: int) -> Future | None:
-        """``sec.method(*args)``: to the root, which numbers it and sends it down."""
+                  ret: int, prio: int) -> Future | None:
+        """``sec.method(*args)``: to the root, which numbers it and sends it down; ``ret``:
+        what the caller's future gathers (``RET_VALUES``, ``RET_DONE``; 0: no future)."""
         rt = self.rt
         fut = rt.future() if ret else None
         rt.send(self.root(proxy.sid), (SEC_REQ, proxy.sid, proxy.cid, name, args, kwargs,
-                                       prio, fut))
+                                       prio, fut, ret))
         return fut
 
     def on_req(self, env: tuple) -> None:
-        _, sid, cid, name, args, kwargs, prio, fut = env
+        _, sid, cid, name, args, kwargs, prio, fut, ret = env
         if self.rt.collection(cid, env) is None:
             return
         part = self._part(sid, cid)
         part.mcast += 1
         num = part.mcast
         if fut is not None:
-            part.rets[num] = [fut, {}]
-        self.on_mcast((SEC_MCAST, sid, cid, num, name, args, kwargs, prio, fut is not None))
+            part.rets[num] = [fut, {}, ret == RET_VALUES]
+        self.on_mcast((SEC_MCAST, sid, cid, num, name, args, kwargs, prio, ret))
 
     def on_mcast(self, env: tuple) -> None:
         """Down the tree; to each member whose home is here, once, in multicast order."""
@@ -194,7 +206,7 @@ class Sections:
         part = self.parts[sid]
         for child in part.children:
             rt.send(child, env)
-        to = SectionReturn(sid, num) if ret else None
+        to = SectionReturn(sid, num, ret == RET_VALUES) if ret else None
         src = (SECTION, sid)
         local = coll.local
         for index in part.own:
@@ -206,14 +218,19 @@ class Sections:
                 rt.accept(slot, menv)
 
     def on_ret(self, env: tuple) -> None:
+        """At the root: a member's answer; once every member has answered, the caller's
+        future gets their values in index order (``ret=True``), None (``awaitable=True``),
+        or the lowest failing index's failure."""
         _, sid, num, index, value = env
         part = self.parts[sid]
-        fut, values = part.rets[num]
+        fut, values, keep = part.rets[num]
         values[index] = value
         assert part.members is not None
         if len(values) == len(part.members):
             del part.rets[num]
-            self.rt.resolve(fut.pe, fut.fid, [values[i] for i in sorted(values)])
+            result = (gathered(values, "multicast")
+                      or ([values[i] for i in sorted(values)] if keep else None))
+            self.rt.resolve(fut.pe, fut.fid, result)
 
     def _part(self, sid: int, cid: int) -> Part:
         part = self.parts.get(sid)
