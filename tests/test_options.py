@@ -21,9 +21,10 @@ def test_a_keyword_wins_over_its_variable_and_the_variables_fill_the_rest():
 
 
 def test_automatic_checkpoints_go_to_the_job_directory_unless_told_otherwise():
-    opts = Options.build({"checkpoint_every": 2}, {}, jobdir="/j")
+    opts = Options.build({"checkpoint_every": 2}, {}, auto_dir="/j/auto")
     assert opts.checkpoint.checkpoint_dir == "/j/auto"
-    opts = Options.build({"checkpoint_every": 2, "checkpoint_dir": "/c"}, {}, jobdir="/j")
+    opts = Options.build({"checkpoint_every": 2, "checkpoint_dir": "/c"}, {},
+                         auto_dir="/j/auto")
     assert opts.checkpoint.checkpoint_dir == "/c"
 
 
@@ -31,6 +32,7 @@ def test_automatic_checkpoints_go_to_the_job_directory_unless_told_otherwise():
     ({"lb_perod": 1}, {}, "unknown setting(s) lb_perod"),
     ({"lb_period": 0}, {}, "lb_period must be a number of seconds > 0"),
     ({"poll_spin": -1}, {}, "poll_spin must be a number of seconds >= 0"),
+    ({"poll_max": 0}, {}, "poll_max must be a number of seconds > 0"),
     ({"shm_bytes": 1.5}, {}, "shm_bytes must be a whole number of bytes"),
     ({"trace": 3}, {}, "trace must be text"),
     ({}, {"SHOAL_LB_PERIOD": "soon"}, "SHOAL_LB_PERIOD must be a number of seconds"),

@@ -47,7 +47,7 @@ ENV = "SHOAL_JOBDIR"  # the job directory, in the ranks' environment
 RESIZE_ENV = "SHOAL_RESIZE_DIR"  # where a resize's checkpoint goes, set by the supervisor
 JOB, RUNNING, CONTROL, RESIZE, CHECKPOINT = (
     "job.json", "running.json", "control", "resize.json", "checkpoint")
-PES, KILLED, AUTO = "pes", "killed-", "auto"
+PES, KILLED, AUTO, RESIZE_DIR = "pes", "killed-", "auto", "resize"
 SHM = Path("/dev/shm")
 SHARED_HOME = ".shoal"  # under the current directory: jobs that span nodes
 
@@ -120,8 +120,8 @@ class JobDir:
 
     def _resize_default(self) -> Path:
         if not self.shared and SHM.is_dir() and os.access(SHM, os.W_OK):
-            return SHM / f"shoal-{self.path.name}" / "resize"
-        return self.path / "resize"
+            return SHM / f"shoal-{self.path.name}" / RESIZE_DIR
+        return self.path / RESIZE_DIR
 
     @property
     def auto(self) -> Path:
@@ -168,7 +168,7 @@ class JobDir:
             return
         for name in (JOB, RUNNING, CONTROL, RESIZE, CHECKPOINT):
             (self.path / name).unlink(missing_ok=True)
-        for name in (AUTO, "resize", PES):
+        for name in (AUTO, RESIZE_DIR, PES):
             shutil.rmtree(self.path / name, ignore_errors=True)
 
     # ------------------------------------------------------------- the PEs

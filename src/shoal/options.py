@@ -100,10 +100,10 @@ class Options:
 
     @classmethod
     def build(cls, given: Mapping[str, Any], environ: Mapping[str, str] = os.environ,
-              jobdir: str | None = None) -> Options:
+              auto_dir: str | None = None) -> Options:
         """The options of keywords ``given``, then of the variables of ``environ`` for
-        those not given; ``jobdir`` (``shoal run``'s) is where automatic checkpoints go
-        when no ``checkpoint_dir`` is set."""
+        those not given; ``auto_dir`` (in ``shoal run``'s job directory) is where automatic
+        checkpoints go when no ``checkpoint_dir`` is set."""
         unknown = sorted(set(given) - set(BY_NAME))
         if unknown:
             raise UsageError(f"unknown setting(s) {', '.join(unknown)}: the runtime takes "
@@ -114,8 +114,8 @@ class Options:
                 values[s.name] = _checked(s, given[s.name], s.name)
             elif s.env and environ.get(s.env):
                 values[s.name] = _checked(s, _parsed(s, environ[s.env]), s.env)
-        if values.get("checkpoint_every") and not values.get("checkpoint_dir") and jobdir:
-            values["checkpoint_dir"] = os.path.join(jobdir, "auto")
+        if values.get("checkpoint_every") and not values.get("checkpoint_dir") and auto_dir:
+            values["checkpoint_dir"] = auto_dir
         if values.get("checkpoint_every") and not values.get("checkpoint_dir"):
             raise UsageError("checkpoint_every needs checkpoint_dir (shoal run gives its job "
                              "directory; with shoal.start pass checkpoint_dir=...)")

@@ -131,8 +131,10 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     from shoal.supervise import parse_kill, supervise
 
     failures = [parse_kill(k, nprocs) for k in kills]
+    from shoal.jobdir import RESIZE_DIR
+
     resize_dir = None if checkpoint_dir is None else os.path.join(
-        os.path.abspath(checkpoint_dir), "resize")
+        os.path.abspath(checkpoint_dir), RESIZE_DIR)
     sys.exit(supervise(nprocs, [program, *args], env, restarts=restarts, shrink=shrink,
                        kills=failures, timeout=limit, jobdir=jobdir, resize_dir=resize_dir))
 

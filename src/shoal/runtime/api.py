@@ -55,7 +55,7 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     home = JobDir.of_rank()
     if restart is not None:
         options["restart"] = os.fspath(restart)
-    opts = Options.build(options, jobdir=None if home is None else str(home.path))
+    opts = Options.build(options, auto_dir=None if home is None else str(home.auto))
     if opts.checkpoint.restart is not None:
         read_manifest(opts.checkpoint.restart)  # refused on every rank before the start
     if comm is None:

@@ -180,8 +180,6 @@ class Runtime:
             raise UsageError("give the runtime's settings as options or as keywords, not both")
         ft = options.checkpoint.ft
         poll_spin, poll_max = options.transport.poll_spin, options.transport.poll_max
-        if not poll_max > 0:
-            raise UsageError("poll_max must be a number of seconds > 0")
         tracing = options.tracing
         self.ft = ft  # a dead peer raises PeFailureError from run() (shoal.runtime.recovery)
         self.net = Transport(comm, 0 if ft else options.transport.shm_bytes,
