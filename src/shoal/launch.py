@@ -385,20 +385,12 @@ def _forward_signals(job: subprocess.Popen) -> Iterator[None]:
             signal.signal(s, handler)
 
 
-
-
 def ranks_share_this_host() -> bool:
     """Whether the ranks :func:`run_ranks` starts all run on this host: the default
     launcher with no host list and no allocation of several nodes."""
     if os.environ.get(LAUNCHER_ENV) or any(v in os.environ for v in HOST_LISTS):
         return False
     return int(os.environ.get("SLURM_JOB_NUM_NODES", "1") or 1) <= 1
-
-
-def spans_nodes() -> bool:
-    """Whether the ranks of ``shoal run`` may run on other hosts than this one (then what
-    they share must be on a shared path: :mod:`shoal.jobdir`)."""
-    return not ranks_share_this_host()
 
 
 def _shm_files() -> set[Path]:
@@ -474,7 +466,7 @@ def run_shoal(nprocs: int, args: list[str], timeout: float | None) -> None:
     ranks); a failing job raises :class:`UsageError` (the rank has printed why). The ranks
     note themselves in a job directory of their own (:func:`shoal.rank.abort_on_error`),
     so a rank killed by a signal is named by its rank and host."""
-    home, created = JobDir.create(None, spans_nodes())
+    home, created = JobDir.create(None, not ranks_share_this_host())
     try:
         done = run_ranks(nprocs, ["-m", "shoal", *args], timeout=timeout,
                          env={**os.environ, **home.environment(None)}, name="rank")

@@ -110,7 +110,6 @@ def _drained(stream: Any, limit: float) -> None:
         pause = min(2 * pause, 0.05)
 
 
-
 def arm_kills(pe: int) -> None:
     """In a rank: the failures ``SHOAL_KILL`` injects into PE ``pe`` (a SIGKILL of this
     process after so many seconds; a daemon timer thread)."""

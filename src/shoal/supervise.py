@@ -24,7 +24,7 @@ import time
 
 from shoal.errors import UsageError
 from shoal.jobdir import JobDir
-from shoal.launch import run_ranks, spans_nodes
+from shoal.launch import ranks_share_this_host, run_ranks
 from shoal.options import RESTART_ENV
 from shoal.rank import KILL_ENV
 from shoal.units import parse_duration
@@ -53,7 +53,7 @@ def supervise(nprocs: int, argv: list[str], env: dict[str, str], *, restarts: in
     checkpoints go (default: node-local memory, or the job directory when the job spans
     nodes). After a failure inside a Slurm allocation, the nodes whose PEs died are left
     out of the next launch (:class:`shoal.launch.Launch`)."""
-    home, created = JobDir.create(jobdir, spans_nodes())
+    home, created = JobDir.create(jobdir, not ranks_share_this_host())
     env = {**env, **home.environment(resize_dir)}
     if kills:
         env[KILL_ENV] = ",".join(f"{pe}@{t!r}" for pe, t in kills)
