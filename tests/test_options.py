@@ -62,3 +62,13 @@ def test_every_setting_has_one_name_and_one_variable():
     variables = [s.env for s in SETTINGS if s.env]
     assert len(names) == len(set(names)) and len(variables) == len(set(variables))
     assert all(v.startswith("SHOAL_") for v in variables)
+
+
+def test_every_setting_is_a_field_of_its_section_and_every_field_a_setting():
+    from dataclasses import fields
+
+    from shoal.options import SECTIONS
+
+    for section, kind in SECTIONS.items():
+        assert {f.name for f in fields(kind)} == {
+            s.name for s in SETTINGS if s.section == section}, section
