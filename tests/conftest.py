@@ -1,10 +1,39 @@
-"""Every test cleans up after itself: the MPICH shared-memory files (/dev/shm/mpich_shm_*)
-that a job it started left behind when it died (an abort test, a killed rank, a timeout)
-are removed when the test ends; segments of jobs still running stay."""
+"""What every test shares.
+
+- Cleanup: the MPICH shared-memory files (/dev/shm/mpich_shm_*) that a job it started left
+  behind when it died (an abort test, a killed rank, a timeout) are removed when the test
+  ends; segments of jobs still running stay (and so do files too young to tell: another
+  test's job may be starting, see shoal.launch.removing_shm_leftovers).
+- Parallel runs (``make test`` runs ``pytest -n 2 --dist loadgroup``): the tests of one
+  file run on one worker, in order (their module fixtures start one job for several
+  tests), the files that bring up network namespaces and Slurm share one group (never two
+  emulated clusters at once), and the longest groups are handed out first so that no
+  worker is left with a long file at the end.
+"""
 
 import pytest
 
 from shoal.launch import removing_shm_leftovers
+
+CLUSTER = ("tests/cluster/", "tests/netmodel/test_emulated_cluster.py")
+# the groups that take longest (seconds of a serial run, wall), started first
+LONGEST_FIRST = ("cluster", "tests/runtime/test_autockpt.py", "tests/runtime/test_lb.py",
+                 "tests/runtime/test_ft.py", "tests/runtime/test_checkpoint.py",
+                 "tests/runtime/test_resize.py", "tests/runtime/test_errors.py",
+                 "tests/runtime/test_lb_meta.py", "tests/apps/test_leanmd.py",
+                 "tests/apps/test_pdes.py", "tests/test_examples.py")
+
+
+def _group(item: pytest.Item) -> str:
+    path = item.nodeid.split("::", 1)[0]
+    return "cluster" if path.startswith(CLUSTER) else path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    items.sort(key=lambda item: rank.get(_group(item), len(rank)))  # (stable)
 
 
 @pytest.fixture(autouse=True)

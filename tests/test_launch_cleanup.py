@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from shoal import launch
@@ -37,20 +38,24 @@ def test_an_aborted_job_leaves_no_shared_memory(tmp_path):
     out = subprocess.run([sys.executable, "-m", "shoal", "run", "-n", "2", str(prog)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 3, out.stderr
-    # (a segment some live process maps is another job's, on a shared machine)
-    assert {p for p in shm_files() - before if str(p) not in launch._users()} == set()
+    # a segment some live process maps is another job's, on a shared machine (or under
+    # pytest -n, another test's), and so is one that another job's clean-up removes soon
+    deadline = time.monotonic() + launch.SHM_GRACE + launch.SHM_SETTLE + 2
+    while left := {p for p in shm_files() - before if str(p) not in launch._users()}:
+        assert time.monotonic() < deadline, f"left behind: {sorted(map(str, left))}"
+        time.sleep(0.2)
 
 
 def test_only_files_nobody_uses_are_removed(tmp_path):
     """A segment that appears during the job but that a live process maps stays (another
     job's); one that nobody maps is removed; one there before is not touched."""
-    old = SHM_DIR / f"mpich_shm_shoaltest_old_{os.getpid()}"
+    old = tmp_path / "mpich_shm_shoaltest_old"
     old.write_bytes(b"x")
-    live = SHM_DIR / f"mpich_shm_shoaltest_live_{os.getpid()}"
-    dead = SHM_DIR / f"mpich_shm_shoaltest_dead_{os.getpid()}"
+    live = tmp_path / "mpich_shm_shoaltest_live"
+    dead = tmp_path / "mpich_shm_shoaltest_dead"
     holder = None
     try:
-        with removing_shm_leftovers():
+        with removing_shm_leftovers(where=tmp_path):  # (apart from other tests' jobs)
             live.write_bytes(b"y" * 4096)
             holder = subprocess.Popen(  # maps ``live`` like a running rank
                 [sys.executable, "-c", "import mmap, sys, time\n"
@@ -83,13 +88,13 @@ def _holder(path, seconds, marker=None):
     return proc
 
 
-def test_with_a_marker_another_jobs_segment_is_left_without_waiting(monkeypatch):
+def test_with_a_marker_another_jobs_segment_is_left_without_waiting(monkeypatch, tmp_path):
     """A launch's own cleanup does not wait out the grace for a segment that only another
     job's ranks map (a second job beside it): no sleep at all."""
-    other = SHM_DIR / f"mpich_shm_shoaltest_other_{os.getpid()}"
+    other = tmp_path / "mpich_shm_shoaltest_other"
     holder = None
     try:
-        with removing_shm_leftovers("job-a"):
+        with removing_shm_leftovers("job-a", tmp_path):
             other.write_bytes(b"y" * 4096)
             holder = _holder(other, 60, marker="job-b")
 
@@ -105,13 +110,13 @@ def test_with_a_marker_another_jobs_segment_is_left_without_waiting(monkeypatch)
         other.unlink(missing_ok=True)
 
 
-def test_with_a_marker_its_own_lingering_rank_is_waited_for():
+def test_with_a_marker_its_own_lingering_rank_is_waited_for(tmp_path):
     """A segment mapped by an exiting rank of the job itself is removed once that rank has
     gone, within the grace."""
-    own = SHM_DIR / f"mpich_shm_shoaltest_own_{os.getpid()}"
+    own = tmp_path / "mpich_shm_shoaltest_own"
     holder = None
     try:
-        with removing_shm_leftovers("job-a"):
+        with removing_shm_leftovers("job-a", tmp_path):
             own.write_bytes(b"y" * 4096)
             holder = _holder(own, 0.5, marker="job-a")
         assert holder.wait(timeout=30) == 0  # it had exited when the cleanup gave up...
@@ -120,3 +125,24 @@ def test_with_a_marker_its_own_lingering_rank_is_waited_for():
         if holder is not None and holder.poll() is None:
             holder.kill()
         own.unlink(missing_ok=True)
+
+
+def test_a_file_a_starting_job_has_not_mapped_yet_stays(tmp_path):
+    """A job starting beside this one creates its segment, then maps it: a clean-up that
+    looks in between leaves the file (younger than SHM_SETTLE), and finds it mapped on its
+    next look."""
+    young = tmp_path / "mpich_shm_shoaltest_young"
+    holder = None
+    try:
+        with removing_shm_leftovers(where=tmp_path):
+            young.write_bytes(b"y" * 4096)
+            holder = subprocess.Popen(  # maps it 0.3 s later, as a slow rank would
+                [sys.executable, "-c", "import time; time.sleep(0.3)\n" + HOLD,
+                 str(young), "60"], stdout=subprocess.PIPE, text=True)
+        assert young.exists()
+        assert holder.stdout.readline().strip() == "mapped"
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+        young.unlink(missing_ok=True)

@@ -46,6 +46,8 @@ from shoal.rank import KILL_ENV
 SHM_DIR = Path("/dev/shm")
 SHM_GLOB = "mpich_shm_*"
 SHM_GRACE = 2.0  # seconds to wait for the exiting ranks of a dead job to release their files
+SHM_SETTLE = 1.0  # seconds: a younger file nobody maps may be a starting job's (created, not
+# yet mapped by its ranks), and is looked at again rather than removed
 LAUNCH_MARK = "SHOAL_LAUNCH"  # in the environment of the ranks of one run_ranks job
 HOST_LISTS = ("HYDRA_HOST_FILE", "PBS_NODEFILE", "LSB_HOSTS")
 LAUNCHER_ENV = "SHOAL_MPIEXEC"
@@ -393,10 +395,10 @@ def ranks_share_this_host() -> bool:
     return int(os.environ.get("SLURM_JOB_NUM_NODES", "1") or 1) <= 1
 
 
-def _shm_files() -> set[Path]:
+def _shm_files(where: Path) -> set[Path]:
     uid = os.getuid()
     out = set()
-    for p in SHM_DIR.glob(SHM_GLOB):
+    for p in where.glob(SHM_GLOB):
         try:
             if p.stat().st_uid == uid:
                 out.add(p)
@@ -405,8 +407,8 @@ def _shm_files() -> set[Path]:
     return out
 
 
-def _users() -> dict[str, set[int]]:
-    """The processes that map or hold open each path under /dev/shm."""
+def _users(where: Path = SHM_DIR) -> dict[str, set[int]]:
+    """The processes that map or hold open each path under ``where``."""
     users: dict[str, set[int]] = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -414,7 +416,7 @@ def _users() -> dict[str, set[int]]:
         pid = int(proc.name)
         try:
             for line in (proc / "maps").read_text().splitlines():
-                if str(SHM_DIR) in line:
+                if str(where) in line:
                     path = line.split(maxsplit=5)[-1].removesuffix(" (deleted)")
                     users.setdefault(path, set()).add(pid)
             for fd in (proc / "fd").iterdir():
@@ -422,6 +424,14 @@ def _users() -> dict[str, set[int]]:
         except OSError:  # ended meanwhile, or another user's
             continue
     return users
+
+
+def _settled(path: str) -> bool | None:
+    """Is the file at least ``SHM_SETTLE`` seconds old (None: it is gone)?"""
+    try:
+        return time.time() - os.stat(path).st_mtime >= SHM_SETTLE
+    except OSError:
+        return None
 
 
 def _marked(pid: int, marker: str) -> bool:
@@ -435,27 +445,31 @@ def _marked(pid: int, marker: str) -> bool:
 
 
 @contextmanager
-def removing_shm_leftovers(marker: str | None = None) -> Iterator[None]:
-    """Around an MPI job: afterwards remove the MPICH shared-memory files of this user that
-    appeared while it ran and that no live process uses (what the job left when it died;
-    another job's segments are mapped by its ranks and stay).
+def removing_shm_leftovers(marker: str | None = None, where: Path = SHM_DIR
+                           ) -> Iterator[None]:
+    """Around an MPI job: afterwards remove the MPICH shared-memory files of this user (in
+    ``where``) that appeared while it ran and that no live process uses (what the job left
+    when it died; another job's segments are mapped by its ranks and stay, and a file
+    younger than ``SHM_SETTLE`` is looked at again: a job starting beside this one may
+    have created it and not mapped it yet).
 
     A file still in use may be held by a rank of the dead job that has not exited yet: it
     is retried for ``SHM_GRACE`` seconds. With ``marker`` (the job's ranks carry
     ``SHOAL_LAUNCH=marker`` in their environment) only files that a marked process uses
     are waited for; those of other jobs running beside it are left at once."""
-    before = _shm_files()
+    before = _shm_files(where)
     try:
         yield
     finally:
-        new = {str(p) for p in _shm_files() - before}
+        new = {str(p) for p in _shm_files(where) - before}
         deadline = time.monotonic() + SHM_GRACE
         while new:
-            users = _users()
-            for path in [p for p in new if p not in users]:
+            users = _users(where)
+            for path in [p for p in new if p not in users and _settled(p)]:
                 Path(path).unlink(missing_ok=True)
-            new = {p for p in new if p in users and (
-                marker is None or any(_marked(pid, marker) for pid in users[p]))}
+            new = {p for p in new if _settled(p) is not None and (
+                p not in users or marker is None
+                or any(_marked(pid, marker) for pid in users[p]))}
             if not new or time.monotonic() > deadline:
                 break
             time.sleep(0.1)

@@ -60,11 +60,17 @@ def test_a_program_that_takes_no_checkpoint_killed_at_random_moments_ends_bit_id
 def test_an_atsync_program_restarts_on_fewer_pes_from_a_sync_point(plain, tmp_path):
     """The checkpoint holds elements waiting in at_sync(): on 1 PE the balancer steps and
     resumes them."""
-    out = shoal_run("-n", 2, "--restarts", 1, "--shrink-on-failure", "--checkpoint-every",
-                    "0.3s", "--checkpoint-dir", tmp_path / "c", "--kill", "1@2.2s", JOB,
-                    "sync")
-    got = result(out)
-    assert got["digest"] == plain and got["pes"] == 1 and got["restarted"]
+    for at in (2.2, 3.5, 5.0):  # (a kill before the first checkpoint, which a loaded
+        # machine's slower start-up can make, restarts afresh: kill later then)
+        out = shoal_run("-n", 2, "--restarts", 1, "--shrink-on-failure", "--checkpoint-every",
+                        "0.3s", "--checkpoint-dir", tmp_path / f"c{at}", "--kill", f"1@{at}s",
+                        JOB, "sync")
+        got = result(out)
+        assert got["digest"] == plain, out.stderr[-2000:]
+        if got["restarted"]:
+            assert got["pes"] == 1, out.stderr[-2000:]
+            break
+    assert got["restarted"], out.stderr[-2000:]
 
 
 @pytest.mark.parametrize(("every", "says"), [("0s", "longer than 0 s"),
