@@ -235,6 +235,9 @@ class Runtime:
         self.pool = Pool(self)
         self.point = ConsistentPoint()  # shared by the balancer and checkpoints (PE 0)
         self.balancer = Balancer(self, options.balancing)
+        # told of every element that leaves or arrives: where it is, what it contributed
+        self.migration.subscribe(self.location, self.reductions)
+        self.migration.step_arrived = self.balancer.arrived
         self.checkpoints = Checkpoints(self, options.checkpoint)
         self.aggregation = Aggregation(self)
         self.handlers = handler_table(self)
