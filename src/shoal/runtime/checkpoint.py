@@ -72,8 +72,7 @@ if TYPE_CHECKING:
     from collections.abc import Generator
 
     from shoal.options import Checkpointing
-    from shoal.runtime.interfaces import Saving
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core, Saving
 
 
 class Pending:
@@ -96,7 +95,7 @@ class Pending:
 class Checkpoints:
     """The checkpoint manager of one PE (the decisions are PE 0's)."""
 
-    def __init__(self, rt: Runtime, options: Checkpointing):
+    def __init__(self, rt: Core, options: Checkpointing):
         restart, every, auto_dir = (options.restart, options.checkpoint_every,
                                     options.checkpoint_dir)
         self.rt = rt

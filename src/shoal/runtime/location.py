@@ -42,7 +42,7 @@ from shoal.runtime.proxy import CollectionProxy, ElementProxy, proxy_classes
 
 if TYPE_CHECKING:
     from shoal.runtime.futures import Future
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
 
 PE_BITS = 20  # a collection id is (number << PE_BITS) | creator PE: at most 2^20 PEs
 
@@ -50,7 +50,7 @@ PE_BITS = 20  # a collection id is (number << PE_BITS) | creator PE: at most 2^2
 class Location:
     """The location manager of one PE."""
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Core):
         self.rt = rt
         self.ncoll = 0  # collections created by this PE
         # shoal.create: this PE's array of single chares per class, how many it made, and

@@ -34,8 +34,7 @@ from shoal.runtime.protocol import B_PRIO, BCAST, BCAST_FETCH, I_PRIO, MIGRATE
 CHUNK = 250  # elements per MIGRATE envelope: the receiver unpacks one while the next is packed
 
 if TYPE_CHECKING:
-    from shoal.runtime.interfaces import Residents
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core, Residents
 
 
 def packed(slot: Slot, queued: list[tuple]) -> tuple:
@@ -47,7 +46,7 @@ def packed(slot: Slot, queued: list[tuple]) -> tuple:
 class Migration:
     """The migration manager of one PE."""
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Core):
         self.rt = rt
         self.deferred: list[Slot] = []  # elements that asked to move, until the batch runs
         # the parts told of every element that leaves or arrives, in this order

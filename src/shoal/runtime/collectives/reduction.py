@@ -21,13 +21,13 @@ from shoal.runtime.protocol import RED, parent
 from shoal.runtime.proxy import CollectionProxy, ElementProxy, SectionProxy
 
 if TYPE_CHECKING:
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
 
 
 class Reductions:
     """The reduction manager of one PE."""
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Core):
         self.rt = rt
 
     def saved(self) -> dict[str, Any]:
@@ -144,7 +144,7 @@ def check_target(target: Any) -> None:
         raise UsageError(f"a reduction's target is a Future or a proxy method, not {target!r}")
 
 
-def deliver(rt: Runtime, value: Any, reducer: Any, target: Any, what: str) -> None:
+def deliver(rt: Core, value: Any, reducer: Any, target: Any, what: str) -> None:
     """A complete reduction's result to its target (a gather's values in index order): a
     Future is resolved, a proxy method called (as ``what``, for error reports)."""
     if reducer is reducers.Reducer.gather:

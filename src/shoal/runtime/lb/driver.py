@@ -68,8 +68,8 @@ from shoal.runtime.reducers import Reducer
 if TYPE_CHECKING:
     from shoal.options import Balancing
     from shoal.runtime.collection import Slot
+    from shoal.runtime.interfaces import Core
     from shoal.runtime.lb.machine import Machine
-    from shoal.runtime.pe import Runtime
 
 
 def _add_loads(a: dict[int, float], b: dict[int, float]) -> dict[int, float]:
@@ -112,7 +112,7 @@ class Synced:
 class Balancer:
     """The load balancer of one PE (the decisions are the root's)."""
 
-    def __init__(self, rt: Runtime, options: Balancing):
+    def __init__(self, rt: Core, options: Balancing):
         strategy, period, dump = options.lb, options.lb_period, options.lb_dump
         auto, machine = options.lb_auto, options.lb_machine
         if strategy == "auto":  # lb="auto": the MetaBalancer with the default strategy
