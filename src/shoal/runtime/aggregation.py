@@ -62,7 +62,7 @@ from shoal.runtime.vmesh import mesh_shape, next_hops
 
 if TYPE_CHECKING:
     from shoal.runtime.collection import Collection, Slot
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
 
 Spec = tuple  # (aid, cid, chare, ndims, method, dtype, buffer_items, max_items, period, mesh)
 Chunk = tuple  # (source PE, destination PE, indices, items)
@@ -132,7 +132,7 @@ def _rebuild(spec: Spec) -> Aggregator:
     return agg
 
 
-def _spec(rt: Runtime, proxy: Any, method: Any, item_dtype: Any, buffer_items: Any,
+def _spec(rt: Core, proxy: Any, method: Any, item_dtype: Any, buffer_items: Any,
           max_items: Any, flush_period: Any, mesh: Any) -> Spec:
     """Check what ``Aggregator`` was given; its spec, which every PE's stream is built from."""
     if not isinstance(proxy, CollectionProxy):
@@ -182,7 +182,7 @@ class Stream:
     its fullest buffer goes: the send path does one decrement of each.
     """
 
-    def __init__(self, rt: Runtime, spec: Spec):
+    def __init__(self, rt: Core, spec: Spec):
         (self.aid, self.cid, self.chare, self.ndims, self.method, self.dtype, self.cap,
          self.max_items, self.period, self.shape) = spec
         self.spec = spec
@@ -532,7 +532,7 @@ _NOBODY = object()  # no element's run of items is going on
 class Aggregation:
     """The aggregation manager of one PE: the streams of every aggregator used here."""
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Core):
         self.rt = rt
         self.streams: dict[int, Stream] = {}
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from shoal.jobdir import JobDir
 from shoal.options import Options
 from shoal.runtime.checkpoint import Pending
-from shoal.runtime.context import current
+from shoal.runtime.context import current as _current
 from shoal.runtime.futures import Future
 from shoal.runtime.pe import Runtime
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
@@ -28,6 +28,14 @@ if TYPE_CHECKING:
 
 arm()  # under shoal run: a rank that ends before shoal.start ends the job (runtime.startup)
 
+
+
+def current() -> Runtime:
+    """The running runtime, as the API sees it: the whole core, managers included (the
+    rest of the runtime sees the :class:`~shoal.runtime.interfaces.Core` it satisfies)."""
+    rt = _current()
+    assert isinstance(rt, Runtime)
+    return rt
 
 def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = None,
           restart: str | os.PathLike[str] | None = None, **options: Any) -> None:

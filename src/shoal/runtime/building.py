@@ -30,7 +30,7 @@ from shoal.runtime.proxy import entry_methods
 if TYPE_CHECKING:
     from shoal.runtime.chare import Chare
     from shoal.runtime.collection import Slot
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
 
 # public methods that the runtime calls on the chare itself, never as messages: the
 # balancer reads an element's position with it (lb.driver), also while it is being built
@@ -67,7 +67,7 @@ class Built(Gather):
     def __init__(self, chare: Chare):
         self.chare = chare
 
-    def answer(self, rt: Runtime, slot: Slot, value: Any) -> None:
+    def answer(self, rt: Core, slot: Slot, value: Any) -> None:
         if type(value) is Failure:
             raise value.exception()
         slot.obj = self.chare
@@ -76,7 +76,7 @@ class Built(Gather):
             rt.queue.unpop(env[I_PRIO], rt.run_invoke, slot, env)
 
 
-def start(rt: Runtime, slot: Slot, coro: Coroutine[Any, Any, Any]) -> None:
+def start(rt: Core, slot: Slot, coro: Coroutine[Any, Any, Any]) -> None:
     """Run ``coro``, the coroutine of element ``slot``'s ``async def __init__``, holding its
     messages until it has returned."""
     chare = slot.obj

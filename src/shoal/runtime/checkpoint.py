@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from collections.abc import Generator
 
     from shoal.options import Checkpointing
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core, Saving
 
 
 class Pending:
@@ -95,7 +95,7 @@ class Pending:
 class Checkpoints:
     """The checkpoint manager of one PE (the decisions are PE 0's)."""
 
-    def __init__(self, rt: Runtime, options: Checkpointing):
+    def __init__(self, rt: Core, options: Checkpointing):
         restart, every, auto_dir = (options.restart, options.checkpoint_every,
                                     options.checkpoint_dir)
         self.rt = rt
@@ -114,6 +114,7 @@ class Checkpoints:
         self.restore_sys = 0.0  # of which in the kernel: mostly faulting in new memory
         self.main_image: shards.Image | None = None  # PE 0's main shard of a memory one
         self.resize = Resize(rt)  # shoal ctl shrink/expand: served like an automatic one
+        rt.point.claims.append(self.at_sync_point)
 
     # ----------------------------------------------------------------- taking one
     def take(self, path: str | os.PathLike[str] | None, state: dict[str, Any] | None,
@@ -139,10 +140,10 @@ class Checkpoints:
         self.waiting += 1
         while True:
             await rt.quiescence.request()
-            if self.sync_held:  # the balancer holds its AtSync step for this checkpoint
+            if self.sync_held:  # an AtSync point was offered to this checkpoint
                 self.sync_held = False
                 break
-            if rt.balancer.hold():  # no step started since: nothing moves from here on
+            if rt.point.hold():  # no step started since: nothing moves from here on
                 break
         self.waiting -= 1
         try:
@@ -152,7 +153,7 @@ class Checkpoints:
         except (CheckpointError, OSError) as exc:
             return False, str(exc)
         finally:
-            rt.balancer.release()
+            rt.point.release()
 
     # ----------------------------------------------------------------- automatic ones
     def iteration(self, state: dict[str, Any] | None) -> Pending:
@@ -169,11 +170,12 @@ class Checkpoints:
         return Pending(done)
 
     def at_sync_point(self) -> bool:
-        """At the root, when every at_sync array has synced and no step runs (the balancer's
-        hook): start an automatic checkpoint if one is due; True if it did (the balancer
-        holds its step until the checkpoint releases it). A checkpoint that waits for its
-        consistent point (a manual one, or one of ``iteration()``) finds it here instead:
-        an AtSync program is quiescent at its sync points only."""
+        """At the root, when every at_sync array has synced and no step runs (this
+        manager's claim on the :class:`ConsistentPoint`): start an automatic checkpoint if
+        one is due; True if it did (the point is then held for it, and the balancer's step
+        waits until the checkpoint releases it). A checkpoint that waits for its consistent
+        point (a manual one, or one of ``iteration()``) finds it here instead: an AtSync
+        program is quiescent at its sync points only."""
         if not (self.waiting or self._due()):
             return False
         self.sync_held = True
@@ -271,22 +273,12 @@ class Checkpoints:
     def _write_main(self, tmp: Path | None, state: dict[str, Any] | None
                     ) -> dict[str, Any]:
         """The collections (with the root's reduction and broadcast counts) and ``state``."""
-        meta = []
-        for coll in self.rt.colls.values():
-            meta.append({"cid": coll.cid, "kind": coll.kind, "cls": coll.cls,
-                         "ndims": coll.ndims, "dims": coll.dims, "map": coll.map,
-                         "at_sync": coll.at_sync, "bcast_count": coll.bcast_count,
-                         "size": coll.size, "size_events": coll.size_events,
-                         "members": coll.members, "next_red": coll.next_red,
-                         "completed": coll.completed, "rets": coll.rets,
-                         "outside": coll.outside})
+        meta = [coll.saved() for coll in self.rt.colls.values()]
         writer = shards.ShardWriter(tmp, "main")
         try:
-            runtime = {"synced": sorted(self.rt.balancer.synced)}
             for key, value, what in (("colls", meta, "the collections (their classes and "
                                       "maps must be picklable)"),
-                                     ("state", state, "the state given to shoal.checkpoint"),
-                                     ("runtime", runtime, "the balancer's AtSync state")):
+                                     ("state", state, "the state given to shoal.checkpoint")):
                 try:
                     writer.add(key, value)
                 except Exception as exc:
@@ -345,11 +337,11 @@ class Checkpoints:
 
     def _pe_info(self) -> dict[str, Any]:
         """This PE's counters and its part of each collection that is not in an element:
-        the record each part with state saves (the core, location, reductions, sections),
-        their ``colls`` entries merged per collection."""
+        the record each part with state saves (:meth:`_parts`), their ``colls`` entries
+        merged per collection."""
         rt = self.rt
         info: dict[str, Any] = {"pe": rt.pe, "colls": {cid: {} for cid in rt.colls}}
-        for part in (rt, rt.location, rt.reductions, rt.sections):
+        for part in self._parts():
             saved = part.saved()
             for cid, fields in saved.pop("colls", {}).items():
                 info["colls"][cid].update(fields)
@@ -423,63 +415,50 @@ class Checkpoints:
                for q in range(old)]
         return main, pes
 
+    def _parts(self) -> tuple[Saving, ...]:
+        """The managers whose state is not in an element, each saving its part of a PE's
+        record and restoring from every old PE's (Charm++'s PUP of its managers, Acun14
+        II-E), in the order a restart restores them: where elements live before they
+        arrive, then the core's counters and sequence numbers (which forget PEs that
+        are gone), the collectives' partial results, the balancer's sync point."""
+        rt = self.rt
+        return (rt.location, rt, rt.reductions, rt.sections, rt.balancer)
+
     def _restore(self, main: shards.Shard, pes: list[shards.Shard],
                  memory: InMemory | None = None) -> None:
-        """Rebuild the collections and take this PE's elements and counters from the
-        shards of a checkpoint taken on ``len(pes)`` PEs (``memory``: an in-job recovery,
-        where ``pes`` hold the first records only and the elements come by
-        :meth:`_exchange`)."""
+        """Rebuild the collections, take this PE's elements, then let every part restore
+        itself, from the shards of a checkpoint taken on ``len(pes)`` PEs (``memory``: an
+        in-job recovery, where ``pes`` hold the first records only and the elements come
+        by :meth:`_exchange`)."""
         rt = self.rt
         old = len(pes)
         same = old == rt.npes
         infos = [shard.load(shard.entries[0]) for shard in pes]
-        meta = main.load(main.entries[0])
-        for m in meta:
+        for m in main.load(main.entries[0]):
             self._rebuild(m, infos, old)
-        rt.location.restore(infos)
         for q, shard in enumerate(pes):
             if not same and q % rt.npes == rt.pe:
                 shard.verify()  # every shard is checked by one PE
-        rt.migration.arrive(self._mine(pes, same) if memory is None
-                            else self._exchange(memory))
-        rt.restore(infos)
-        if not same:
-            self._regroup(pes, meta, old)
-        rt.sections.restore(infos)
-        rt.reductions.restore(infos)
+        elements = self._mine(pes, same) if memory is None else self._exchange(memory)
+        parts = self._parts()
+        parts[0].restore(infos)  # (homes and deletions: before the elements arrive)
+        rt.migration.arrive(elements)
+        for part in parts[1:]:
+            part.restore(infos)
         if rt.pe == 0:
             # what main last gave shoal.iteration(), until it gives another: a program
             # that gives its state once (an AtSync one) keeps it over several restarts
             self.state = self.kept = main.load(main.entries[1])
-            if not same:
-                rt.balancer.rebalance()
-            rt.balancer.restore_synced(main.load(main.entries[2])["synced"])
 
     def _rebuild(self, m: dict[str, Any], infos: list[dict[str, Any]], old: int) -> None:
         """One collection, as the checkpoint saw it, on the new number of PEs."""
         rt = self.rt
-        cid = m["cid"]
-        dims, mapping = m["dims"], m["map"]
-        regroup = m["kind"] == "group" and old != rt.npes
-        if regroup:
-            dims = (rt.npes,)
-        coll = Collection(cid, m["kind"], m["cls"], m["ndims"], dims, mapping, rt.npes,
-                          m["at_sync"])
-        coll.bcast_count = m["bcast_count"]
-        coll.outside = coll.announced = m.get("outside", False)
-        if rt.pe == 0:
-            pending = any(info["colls"][cid]["partial"] or info["colls"][cid]["total"]
-                          for info in infos) or m["rets"]
-            if regroup and pending:
-                raise CheckpointError(f"group {m['cls'].__name__} had a reduction or "
-                                      f"broadcast in progress at the checkpoint: restart "
-                                      f"it on {old} PEs")
-            coll.next_red = m["next_red"]
-            coll.completed = set(m["completed"])
-            if not regroup:
-                coll.size, coll.size_events = m["size"], list(m["size_events"])
-                coll.members, coll.rets = m["members"], m["rets"]
-        rt.colls[cid] = coll
+        if rt.pe == 0 and m["kind"] == "group" and old != rt.npes and (
+                m["rets"] or any(info["colls"][m["cid"]]["partial"]
+                                 or info["colls"][m["cid"]]["total"] for info in infos)):
+            raise CheckpointError(f"group {m['cls'].__name__} had a reduction or broadcast "
+                                  f"in progress at the checkpoint: restart it on {old} PEs")
+        rt.colls[m["cid"]] = Collection.rebuilt(m, rt.npes, old, rt.pe == 0)
         if m["at_sync"]:
             rt.balancer.prepare()
 
@@ -497,10 +476,16 @@ class Checkpoints:
 
     def _mine(self, pes: list[shards.Shard], same: bool) -> list[tuple]:
         """The saved elements whose place is this PE: where they were when the number of
-        PEs is unchanged, else at their homes (:meth:`_place`)."""
+        PEs is unchanged, else at their homes (:meth:`_place`); on a PE the checkpoint did
+        not have, a copy of saved member 0 of each group."""
+        rt = self.rt
         kept: list[int | None] | None = list(range(len(pes))) if same else None
-        return [shard.load(entry) for q, shard in enumerate(pes)
-                for entry in shard.entries[1:] if self._place(q, entry[0], kept) == self.rt.pe]
+        mine = [shard.load(entry) for q, shard in enumerate(pes)
+                for entry in shard.entries[1:] if self._place(q, entry[0], kept) == rt.pe]
+        if rt.pe >= len(pes):
+            mine += [_as_member(pes[0].load(entry), rt.pe) for entry in pes[0].entries[1:]
+                     if rt.colls[entry[0][0]].kind == "group" and entry[0][1] == (0,)]
+        return mine
 
     def _exchange(self, memory: InMemory) -> list[tuple]:
         """An in-job recovery: every PE sends each record it holds to the PE that restores
@@ -520,32 +505,11 @@ class Checkpoints:
         return [shard.load(entry) for image in (*here, *(i for part in got for i in part))
                 for shard in (image.shard(),) for entry in shard.entries]
 
-    def _regroup(self, pes: list[shards.Shard], meta: list[dict[str, Any]], old: int) -> None:
-        """On another number of PEs: a group member on a PE that did not exist is a copy of
-        saved member 0; sequence numbers forget the PEs and members that did not survive."""
-        rt = self.rt
-        groups = {m["cid"] for m in meta if m["kind"] == "group"}
-        if rt.pe >= old:
-            firsts = [entry for entry in pes[0].entries[1:]
-                      if entry[0][0] in groups and entry[0][1] == (0,)]
-            rt.migration.arrive([_as_member(pes[0].load(entry), rt.pe) for entry in firsts])
-            for entry in firsts:
-                slot = rt.colls[entry[0][0]].local[(rt.pe,)]
-                slot.expected, slot.out, slot.chan, slot.chans, slot.stats = {}, {}, {}, {}, {}
-        cut = min(old, rt.npes)
-
-        def gone(key: tuple) -> bool:
-            return ((key[0] == -1 and key[1] >= cut)
-                    or (key[0] in groups and key[1][0] >= cut))
-
-        for d in [rt.pe_out, *(s.out for c in rt.colls.values() for s in c.local.values()),
-                  *(s.expected for c in rt.colls.values() for s in c.local.values())]:
-            for key in [k for k in d if gone(k)]:
-                del d[key]
 
 def _as_member(item: tuple, pe: int) -> tuple:
+    """A saved group member as the member of PE ``pe`` (:meth:`Slot.copied`)."""
     cid, _index, obj, state = item
-    return (cid, (pe,), obj, state)
+    return (cid, (pe,), obj, Slot.copied(state))
 
 
 def _closed(writer: shards.ShardWriter) -> dict[str, Any]:

@@ -103,18 +103,47 @@ class Slot:
         # iteration (-1: none yet), iterations since the last balancing step]
         self.sync = [0.0, -1.0, 0]
 
-    def pack(self, queued: list[Any]) -> tuple[Any, ...]:
-        """The migrating state (the object itself travels beside it)."""
-        return (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan,
-                self.chans, self.stats, self.lb_mark, self.sync, self.sections, self.held,
-                self.early, queued)
+    def pack(self, queued: list[Any]) -> dict[str, Any]:
+        """The migrating state, by name (the object itself travels beside it), with the
+        version of this record, so that a checkpoint of an older shoal is refused by name
+        rather than misread."""
+        state = {name: getattr(self, name) for name in MIGRATING}
+        state["queued"] = queued
+        state["version"] = SLOT_VERSION
+        return state
 
-    def unpack(self, state: tuple[Any, ...]) -> list[Any]:
-        (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan, self.chans,
-         self.stats, self.lb_mark, self.sync, self.sections, self.held, self.early,
-         queued) = state
+    @staticmethod
+    def copied(state: dict[str, Any]) -> dict[str, Any]:
+        """A saved record given to a new element that copies it (a group member on a PE
+        the checkpoint did not have): without its sequence numbers, channels and
+        statistics, which belong to the original."""
+        return {**state, "expected": {}, "out": {}, "chan": {}, "chans": {}, "stats": {}}
+
+    def forget(self, gone: Callable[[tuple[int, Any]], bool]) -> None:
+        """Drop the sequence numbers to and from the senders and receivers ``gone`` says
+        no longer exist (after a restart on fewer PEs)."""
+        for d in (self.out, self.expected):
+            for key in [k for k in d if gone(k)]:
+                del d[key]
+
+    def unpack(self, state: dict[str, Any]) -> list[Any]:
+        """Take the state :meth:`pack` made; returns the queued messages."""
+        version = state.get("version") if isinstance(state, dict) else None
+        if version != SLOT_VERSION:
+            raise ValueError(f"an element's saved record has version {version!r}, this "
+                             f"shoal reads version {SLOT_VERSION}: it was written by "
+                             "another version of shoal")
+        for name in MIGRATING:
+            setattr(self, name, state[name])
         self.after = bool(self.held)
-        return queued
+        return state["queued"]
+
+
+# What of a Slot migrates and is saved in a checkpoint (by name, :meth:`Slot.pack`);
+# SLOT_VERSION changes whenever this list or the meaning of a field does.
+MIGRATING = ("expected", "ooo", "out", "redno", "bcast", "chan", "chans", "stats",
+             "lb_mark", "sync", "sections", "held", "early")
+SLOT_VERSION = 2  # (1: the positional 14-tuple of shoal <= 0.1 checkpoints, format 3)
 
 
 class Collection:
@@ -159,6 +188,32 @@ class Collection:
         self.rets: dict[int, list[Any]] = {}  # broadcast -> [future, {index: value}, elements]
         self.completed: set[int] = set()
         self.next_red = 0
+
+    # what a checkpoint's main shard keeps of a collection: how to rebuild it, and the
+    # root's counts of its reductions and broadcasts
+    SAVED = ("cid", "kind", "cls", "ndims", "dims", "map", "at_sync", "bcast_count", "size",
+             "size_events", "members", "next_red", "completed", "rets", "outside")
+
+    def saved(self) -> dict[str, Any]:
+        """This collection in a checkpoint's main shard (written by PE 0, the root)."""
+        return {name: getattr(self, name) for name in self.SAVED}
+
+    @classmethod
+    def rebuilt(cls, m: dict[str, Any], npes: int, old: int, root: bool) -> Collection:
+        """The collection :meth:`saved` described on ``old`` PEs, on ``npes`` PEs (a group
+        on another number of PEs has a member on each of them and none of its root's
+        counts); ``root``: this PE is the root and takes those counts."""
+        regroup = m["kind"] == "group" and old != npes
+        coll = cls(m["cid"], m["kind"], m["cls"], m["ndims"], (npes,) if regroup else m["dims"],
+                   m["map"], npes, m["at_sync"])
+        coll.bcast_count = m["bcast_count"]
+        coll.outside = coll.announced = m["outside"]
+        if root:
+            coll.next_red, coll.completed = m["next_red"], set(m["completed"])
+            if not regroup:
+                coll.size, coll.size_events = m["size"], list(m["size_events"])
+                coll.members, coll.rets = m["members"], m["rets"]
+        return coll
 
     def home(self, index: tuple[int, ...]) -> int:
         return home(self.map, index, self.dims, self.npes)

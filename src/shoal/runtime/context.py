@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 from shoal.errors import ShoalError
 
 if TYPE_CHECKING:
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
 
 
 class _Process:
-    runtime: Runtime | None = None
+    runtime: Core | None = None
 
 
-def current() -> Runtime:
+def current() -> Core:
     """The running :class:`~shoal.runtime.pe.Runtime` of this process."""
     rt = _Process.runtime
     if rt is None:
@@ -24,7 +24,7 @@ def current() -> Runtime:
     return rt
 
 
-def set_current(rt: Runtime | None) -> None:
+def set_current(rt: Core | None) -> None:
     if rt is not None and _Process.runtime is not None:
         raise ShoalError("a shoal runtime is already running in this process")
     _Process.runtime = rt

@@ -25,7 +25,7 @@ from shoal.runtime.protocol import RET
 if TYPE_CHECKING:
     from shoal.runtime.channel import Channel
     from shoal.runtime.collection import Slot
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
 
 
 class Future:
@@ -100,7 +100,7 @@ class Gather:
 
     __slots__ = ()
 
-    def answer(self, rt: Runtime, slot: Slot, value: Any) -> None:
+    def answer(self, rt: Core, slot: Slot, value: Any) -> None:
         """Send element ``slot``'s return ``value`` to the root of the gather."""
         raise NotImplementedError
 
@@ -116,7 +116,7 @@ class BroadcastReturn(Gather):
         self.num = num
         self.values = values
 
-    def answer(self, rt: Runtime, slot: Slot, value: Any) -> None:
+    def answer(self, rt: Core, slot: Slot, value: Any) -> None:
         if not (self.values or type(value) is Failure):
             value = None
         rt.send(0, (RET, self.cid, self.num, slot.index, value))

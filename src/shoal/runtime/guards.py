@@ -44,7 +44,7 @@ from shoal.runtime.protocol import I_ARGS, I_KWARGS, I_METHOD
 if TYPE_CHECKING:
     from shoal.runtime.collection import Slot
     from shoal.runtime.futures import Future
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -133,7 +133,7 @@ def _code(source: str, condition: str, where: str) -> CodeType:
 class Guards:
     """The held messages and awaited conditions of one PE's elements."""
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Core):
         self.rt = rt
         self.releasing: set[int] = set()  # id() of the elements whose buffer is being run
         self.run_recheck = self._recheck  # the queue entry (compared by identity)

@@ -42,7 +42,7 @@ from shoal.runtime.proxy import CollectionProxy, ElementProxy, proxy_classes
 
 if TYPE_CHECKING:
     from shoal.runtime.futures import Future
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
 
 PE_BITS = 20  # a collection id is (number << PE_BITS) | creator PE: at most 2^20 PEs
 
@@ -50,7 +50,7 @@ PE_BITS = 20  # a collection id is (number << PE_BITS) | creator PE: at most 2^2
 class Location:
     """The location manager of one PE."""
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Core):
         self.rt = rt
         self.ncoll = 0  # collections created by this PE
         # shoal.create: this PE's array of single chares per class, how many it made, and
@@ -231,7 +231,7 @@ class Location:
         if index in coll.local:
             raise UsageError(f"element {list(index)} of {coll.cls.__name__} already exists")
         slot = self.construct(coll, index, args, start, bcast)
-        self.arrived(coll, [slot], None)
+        self.elements_arrived(coll, [slot], None)
 
     def delete(self, proxy: CollectionProxy, index: tuple) -> None:
         """Send element ``index`` its deletion (ordered after the caller's earlier messages)."""
@@ -256,7 +256,7 @@ class Location:
         rt.reductions.element_left(coll, slot)
         rt.send(coll.home(slot.index), (DELETED, coll.cid, slot.index))
         rt.send(0, (SIZE, coll.cid, slot.redno, last, -1))
-        rt.reductions.recheck(coll)
+        rt.reductions.elements_left(coll)
 
     def destroy(self, proxy: CollectionProxy) -> Future:
         """Destroy a collection on every PE: its elements, what it holds and the messages
@@ -386,8 +386,8 @@ class Location:
         rt.broadcasts.size_changed(coll, last, delta)
 
     # ----------------------------------------------------------------- locations
-    def arrived(self, coll: Collection, slots: list[Slot], fetches: list[tuple] | None
-                ) -> None:
+    def elements_arrived(self, coll: Collection, slots: list[Slot],
+                         fetches: list[tuple] | None) -> None:
         """Elements were created or migrated here: deliver the broadcasts each missed (those
         forgotten here go into ``fetches``, see ``Broadcasts.catch_up``) and tell their homes
         (one message per home PE)."""
@@ -402,12 +402,18 @@ class Location:
             else:
                 rt.net.send(h, (HOME, coll.cid, indices, rt.pe))
 
-    def left(self, coll: Collection, slot: Slot, dest: int) -> None:
-        """An element migrated from here to ``dest``: leave a forwarding pointer."""
+    def element_left(self, coll: Collection, slot: Slot, dest: int) -> None:
+        """An element migrates from here to ``dest``: leave a forwarding pointer."""
         coll.forward[slot.index] = dest
         coll.cache.pop(slot.index, None)
         if coll.home(slot.index) == self.rt.pe:
             coll.where[slot.index] = dest
+
+    def elements_left(self, coll: Collection) -> None:
+        """(Nothing more once they have left: each left its pointer.)"""
+
+    def element_joined(self, coll: Collection, slot: Slot) -> None:
+        """(Its home learns where it is once the batch has arrived.)"""
 
     def on_home(self, env: tuple) -> None:
         """At the home: the elements are on ``pe`` now; messages that waited for them go."""

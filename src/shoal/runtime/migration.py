@@ -34,7 +34,7 @@ from shoal.runtime.protocol import B_PRIO, BCAST, BCAST_FETCH, I_PRIO, MIGRATE
 CHUNK = 250  # elements per MIGRATE envelope: the receiver unpacks one while the next is packed
 
 if TYPE_CHECKING:
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core, Residents
 
 
 def packed(slot: Slot, queued: list[tuple]) -> tuple:
@@ -46,9 +46,17 @@ def packed(slot: Slot, queued: list[tuple]) -> tuple:
 class Migration:
     """The migration manager of one PE."""
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Core):
         self.rt = rt
         self.deferred: list[Slot] = []  # elements that asked to move, until the batch runs
+        # the parts told of every element that leaves or arrives, in this order
+        self.residents: list[Residents] = []
+        # told how many elements of a balancing step arrived: (step, count)
+        self.step_arrived: Callable[[int, int], None] = lambda step, count: None
+
+    def subscribe(self, *parts: Residents) -> None:
+        """Tell ``parts`` of every element that leaves or arrives from now on."""
+        self.residents.extend(parts)
 
     def request(self, slot: Slot, pe: int) -> None:
         """``self.migrate(pe)`` in an element: move once its current call (and every
@@ -97,6 +105,34 @@ class Migration:
         one whose destination is this PE stays. ``step``: the load-balancing step the moves
         belong to (its arrivals are counted). Returns how many left now, by destination."""
         rt = self.rt
+        batch = self._ready(moves)
+        if not batch:
+            return {}
+        taken = rt.queue.take(slot for slot, _ in batch)
+        out: dict[int, list[tuple]] = {}
+        bcasts: dict[int, list[tuple[int, int]]] = {}  # dest -> (cid, bcast) of each
+        touched: dict[int, Collection] = {}
+        for slot, dest in batch:
+            coll = slot.coll
+            queued = taken[id(slot)]  # INVOKE and BCAST envelopes, in queue order
+            rt.processed += len(queued)  # they travel, and count again there
+            del coll.local[slot.index]
+            for part in self.residents:
+                part.element_left(coll, slot, dest)
+            slot.obj.__dict__.pop("_slot", None)  # (no copy of the dict when pickled)
+            out.setdefault(dest, []).append(packed(slot, queued))
+            bcasts.setdefault(dest, []).append((coll.cid, slot.bcast))
+            touched[coll.cid] = coll
+        for dest, items in out.items():
+            self._send(dest, items, bcasts[dest], step)
+        for coll in touched.values():
+            for part in self.residents:
+                part.elements_left(coll)
+        return {dest: len(items) for dest, items in out.items()}
+
+    def _ready(self, moves: Iterable[tuple[Slot, int]]) -> list[tuple[Slot, int]]:
+        """The moves that happen now (the others wait for their element's return)."""
+        rt = self.rt
         batch: list[tuple[Slot, int]] = []
         seen: set[int] = set()
         for slot, dest in moves:
@@ -113,28 +149,7 @@ class Migration:
                 slot.after = True
             else:
                 batch.append((slot, dest))
-        if not batch:
-            return {}
-        taken = rt.queue.take(slot for slot, _ in batch)
-        out: dict[int, list[tuple]] = {}
-        bcasts: dict[int, list[tuple[int, int]]] = {}  # dest -> (cid, bcast) of each
-        touched: dict[int, Collection] = {}
-        for slot, dest in batch:
-            coll = slot.coll
-            queued = taken[id(slot)]  # INVOKE and BCAST envelopes, in queue order
-            rt.processed += len(queued)  # they travel, and count again there
-            del coll.local[slot.index]
-            rt.location.left(coll, slot, dest)
-            rt.reductions.element_left(coll, slot)
-            slot.obj.__dict__.pop("_slot", None)  # (no copy of the dict when pickled)
-            out.setdefault(dest, []).append(packed(slot, queued))
-            bcasts.setdefault(dest, []).append((coll.cid, slot.bcast))
-            touched[coll.cid] = coll
-        for dest, items in out.items():
-            self._send(dest, items, bcasts[dest], step)
-        for coll in touched.values():
-            rt.reductions.recheck(coll)
-        return {dest: len(items) for dest, items in out.items()}
+        return batch
 
     def _send(self, dest: int, items: list[tuple], bcasts: list[tuple[int, int]],
               step: int) -> None:
@@ -168,7 +183,8 @@ class Migration:
         fetches: list[tuple] | None = [] if token is not None else None
         for cid, slots in arrived.items():
             coll = rt.colls[cid]
-            rt.location.arrived(coll, slots, fetches)
+            for part in self.residents:
+                part.elements_arrived(coll, slots, fetches)
             if coll.cls.on_migrated is Chare.on_migrated:
                 continue  # the class does not define it: nothing to run
             for slot in slots:
@@ -176,7 +192,7 @@ class Migration:
                 slot.obj.on_migrated()
                 rt.leave(saved)
         if step:
-            rt.balancer.arrived(step, len(items))
+            self.step_arrived(step, len(items))
         if src is not None and token is not None:
             rt.send(src, (BCAST_FETCH, token, fetches))
 
@@ -190,7 +206,8 @@ class Migration:
         obj._slot = slot
         coll.local[index] = slot
         coll.forward.pop(index, None)
-        rt.reductions.element_joined(coll, slot)
+        for part in self.residents:
+            part.element_joined(coll, slot)
         if queued:
             bcast, invoke = rt.broadcasts.run_bcast, rt.run_invoke
             rt.queue.extend((qenv[B_PRIO], bcast, slot, qenv) if qenv[0] == BCAST

@@ -58,6 +58,7 @@ from shoal.runtime.lb.driver import Balancer
 from shoal.runtime.location import Location
 from shoal.runtime.migration import Migration
 from shoal.runtime.nodes import NodeMap
+from shoal.runtime.point import ConsistentPoint
 from shoal.runtime.pool import Pool
 from shoal.runtime.protocol import (
     BCAST_REQ,
@@ -232,7 +233,11 @@ class Runtime:
         self.sections = Sections(self)
         self.guards = Guards(self)
         self.pool = Pool(self)
+        self.point = ConsistentPoint()  # shared by the balancer and checkpoints (PE 0)
         self.balancer = Balancer(self, options.balancing)
+        # told of every element that leaves or arrives: where it is, what it contributed
+        self.migration.subscribe(self.location, self.reductions)
+        self.migration.step_arrived = self.balancer.arrived
         self.checkpoints = Checkpoints(self, options.checkpoint)
         self.aggregation = Aggregation(self)
         self.handlers = handler_table(self)
@@ -802,14 +807,30 @@ class Runtime:
     def restore(self, infos: list[dict[str, Any]]) -> None:
         """After a restart: this PE's old record, if it had one (``infos``: every old
         PE's); a future still awaited by someone is registered again, a value may come."""
-        if self.pe >= len(infos):
-            return
-        info = infos[self.pe]
-        self.pe_out, self.nfut = info["pe_out"], info["nfut"]
-        for fid in info["futures"]:
-            self.futures[fid] = Future(self.pe, fid)
-        for fid, (count, values) in info["gathers"].items():  # shoal.future(n)
-            self.futures[fid].count, self.futures[fid].values = count, values
+        if self.pe < len(infos):
+            info = infos[self.pe]
+            self.pe_out, self.nfut = info["pe_out"], info["nfut"]
+            for fid in info["futures"]:
+                self.futures[fid] = Future(self.pe, fid)
+            for fid, (count, values) in info["gathers"].items():  # shoal.future(n)
+                self.futures[fid].count, self.futures[fid].values = count, values
+        if len(infos) > self.npes:
+            self._forget_beyond(self.npes)
+
+    def _forget_beyond(self, cut: int) -> None:
+        """After a restart on fewer PEs: the sequence numbers of this PE and of its
+        elements forget the PEs from ``cut`` on and the group members that were there."""
+        groups = {cid for cid, coll in self.colls.items() if coll.kind == "group"}
+
+        def gone(key: tuple[int, Any]) -> bool:
+            return ((key[0] == -1 and key[1] >= cut)
+                    or (key[0] in groups and key[1][0] >= cut))
+
+        for key in [k for k in self.pe_out if gone(k)]:
+            del self.pe_out[key]
+        for coll in self.colls.values():
+            for slot in coll.local.values():
+                slot.forget(gone)
 
     def idle_seconds(self) -> float:
         """Seconds this PE waited for work, in its loop or for a flow-control window."""

@@ -23,7 +23,7 @@ from shoal.runtime.sendable import sendable
 
 if TYPE_CHECKING:
     from shoal.runtime.futures import Future
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
     from shoal.runtime.proxy import CollectionProxy
 
 
@@ -40,7 +40,7 @@ class PeAgent(Chare):
         vars(mod).update(values)
 
 
-_AGENTS: WeakKeyDictionary[Runtime, CollectionProxy] = WeakKeyDictionary()
+_AGENTS: WeakKeyDictionary[Core, CollectionProxy] = WeakKeyDictionary()
 
 
 def _agents() -> Any:  # the group's proxy (its entry methods are made at run time)

@@ -41,7 +41,7 @@ from shoal.runtime.futures import Future, Task
 from shoal.runtime.protocol import POOL_ASK, POOL_SUBMIT, POOL_TASK
 
 if TYPE_CHECKING:
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
 
 
 class TaskFuture:
@@ -104,7 +104,7 @@ pool = PoolAPI()
 class Pool:
     """The pool manager of one PE: a worker on every PE, the queue of chunks at PE 0."""
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Core):
         self.rt = rt
         self.depth = 0  # nesting of the task running now (0: not a pool task)
         self.running = 0  # chunks here that run or are runnable (not awaiting)

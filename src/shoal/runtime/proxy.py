@@ -37,7 +37,7 @@ from shoal.runtime.selection import is_section_key, select
 if TYPE_CHECKING:
     from shoal.runtime.chare import Chare
     from shoal.runtime.futures import Future
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
 
 _PROXY_ATTRS = {"cid", "index", "ndims", "insert", "delete", "section", "sid"}
 
@@ -291,7 +291,7 @@ def _multicaster(name: str) -> Callable[..., Future | None]:
     return multicast
 
 
-def _call(rt: Runtime, proxy: ElementProxy | CollectionProxy, name: str, args: tuple[Any, ...],
+def _call(rt: Core, proxy: ElementProxy | CollectionProxy, name: str, args: tuple[Any, ...],
           kwargs: dict[str, Any]) -> Future | None:
     ret = _returns(kwargs)
     prio = kwargs.pop("prio", 0)

@@ -43,7 +43,7 @@ from shoal.runtime.buddy import STORE
 if TYPE_CHECKING:
     from mpi4py import MPI
 
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
     from shoal.runtime.shards import Image, Shard
 
 PHASES = (("shrink", "detected", "shrunk"), ("agree", "shrunk", "agreed"),
@@ -97,7 +97,7 @@ def recovering() -> bool:
     return "detected" in STAMPS and "restored" not in STAMPS
 
 
-def recover(base: MPI.Intracomm, rt: Runtime) -> tuple[MPI.Intracomm, InMemory]:
+def recover(base: MPI.Intracomm, rt: Core) -> tuple[MPI.Intracomm, InMemory]:
     """Steps 1-3 of the module doc, on every survivor: the shrunk communicator and the
     checkpoint to restore."""
     if recovering():

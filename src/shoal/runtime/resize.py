@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from shoal.jobdir import JobDir
 
 if TYPE_CHECKING:
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
 
 POLL = 0.1  # seconds between two looks at JOBDIR/control
 
@@ -40,7 +40,7 @@ POLL = 0.1  # seconds between two looks at JOBDIR/control
 class Resize:
     """PE 0's side of a resize: watch for a request, say when one is due, finish it."""
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Core):
         self.rt = rt
         home = JobDir.of_rank()
         self.home = home if home is not None and rt.pe == 0 else None

@@ -41,13 +41,13 @@ from shoal.runtime.futures import BroadcastReturn
 from shoal.runtime.protocol import B_NUM, B_PRIO, BCAST, INVOKE, REPLAY, RET_VALUES, children
 
 if TYPE_CHECKING:
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
 
 
 class Broadcasts:
     """The broadcast manager of one PE."""
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Core):
         self.rt = rt
         self.run_bcast = self._run  # the queue entry (compared by identity)
         self.tokens = 0  # MIGRATE envelopes sent from here

@@ -33,7 +33,7 @@ from shoal.runtime.futures import Future, Task
 from shoal.runtime.protocol import QD_ASK, QD_REPLY, QD_START, children, parent
 
 if TYPE_CHECKING:
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
 
 PROBE_FIRST = 1.0  # seconds after main started before the first stuck-main probe
 PROBE_MAX = 8.0  # the longest back-off between probes
@@ -43,7 +43,7 @@ PROBE_WAVES = 5  # waves a probe may take before it gives up (the job is busy)
 class Quiescence:
     """The quiescence detector of one PE (waves start at PE 0)."""
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Core):
         self.rt = rt
         self.waiters: list[Future] = []
         self.wave = 0

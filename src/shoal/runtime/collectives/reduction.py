@@ -21,13 +21,13 @@ from shoal.runtime.protocol import RED, parent
 from shoal.runtime.proxy import CollectionProxy, ElementProxy, SectionProxy
 
 if TYPE_CHECKING:
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
 
 
 class Reductions:
     """The reduction manager of one PE."""
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Core):
         self.rt = rt
 
     def saved(self) -> dict[str, Any]:
@@ -74,9 +74,10 @@ class Reductions:
         if coll is not None:
             self._add(coll, r, value, count, reducer, target)
 
-    def element_left(self, coll: Collection, slot: Slot) -> None:
-        """``slot`` left this PE (migrated or deleted): it no longer counts among the local
-        elements that contributed to the open reductions. Call :meth:`recheck` after."""
+    def element_left(self, coll: Collection, slot: Slot, dest: int | None = None) -> None:
+        """``slot`` leaves this PE (migrates to ``dest``, or is deleted): it no longer
+        counts among the local elements that contributed to the open reductions. Call
+        :meth:`elements_left` after."""
         for r in coll.done:
             if slot.redno > r:
                 coll.done[r] -= 1
@@ -87,10 +88,15 @@ class Reductions:
             if slot.redno > r:
                 coll.done[r] += 1
 
-    def recheck(self, coll: Collection) -> None:
-        """Send up every partial result that the local elements now complete."""
+    def elements_left(self, coll: Collection) -> None:
+        """Elements of ``coll`` have left: send up every partial result that the local
+        elements now complete."""
         for r in list(coll.partial):
             self._check(coll, r)
+
+    def elements_arrived(self, coll: Collection, slots: list[Slot],
+                         fetches: list[tuple] | None) -> None:
+        """(Each counted as it joined.)"""
 
     def size_changed(self, coll: Collection) -> None:
         """At the root: the membership changed; complete what now has every contribution."""
@@ -138,7 +144,7 @@ def check_target(target: Any) -> None:
         raise UsageError(f"a reduction's target is a Future or a proxy method, not {target!r}")
 
 
-def deliver(rt: Runtime, value: Any, reducer: Any, target: Any, what: str) -> None:
+def deliver(rt: Core, value: Any, reducer: Any, target: Any, what: str) -> None:
     """A complete reduction's result to its target (a gather's values in index order): a
     Future is resolved, a proxy method called (as ``what``, for error reports)."""
     if reducer is reducers.Reducer.gather:

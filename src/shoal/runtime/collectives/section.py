@@ -63,7 +63,7 @@ from shoal.runtime.proxy import SectionProxy, section_class
 
 if TYPE_CHECKING:
     from shoal.runtime.collection import Slot
-    from shoal.runtime.pe import Runtime
+    from shoal.runtime.interfaces import Core
     from shoal.runtime.proxy import CollectionProxy
 
 SECTION = -2  # the first field of a section's sender key, (SECTION, sid)
@@ -104,7 +104,7 @@ class SectionReturn(Gather):
         self.num = num
         self.values = values
 
-    def answer(self, rt: Runtime, slot: Slot, value: Any) -> None:
+    def answer(self, rt: Core, slot: Slot, value: Any) -> None:
         if not (self.values or type(value) is Failure):
             value = None
         rt.send(rt.sections.root(self.sid), (SEC_RET, self.sid, self.num, slot.index, value))
@@ -125,7 +125,7 @@ class AllreduceResult:
 class Sections:
     """The section manager of one PE."""
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Core):
         self.rt = rt
         self.count = 0  # sections made here
         self.parts: dict[int, Part] = {}

@@ -68,8 +68,8 @@ from shoal.runtime.reducers import Reducer
 if TYPE_CHECKING:
     from shoal.options import Balancing
     from shoal.runtime.collection import Slot
+    from shoal.runtime.interfaces import Core
     from shoal.runtime.lb.machine import Machine
-    from shoal.runtime.pe import Runtime
 
 
 def _add_loads(a: dict[int, float], b: dict[int, float]) -> dict[int, float]:
@@ -112,7 +112,7 @@ class Synced:
 class Balancer:
     """The load balancer of one PE (the decisions are the root's)."""
 
-    def __init__(self, rt: Runtime, options: Balancing):
+    def __init__(self, rt: Core, options: Balancing):
         strategy, period, dump = options.lb, options.lb_period, options.lb_dump
         auto, machine = options.lb_auto, options.lb_machine
         if strategy == "auto":  # lb="auto": the MetaBalancer with the default strategy
@@ -148,8 +148,6 @@ class Balancer:
         self.t_mark = self.cpu_mark = self.idle_mark = self.slept_mark = 0.0
         self.contention = [0.0, 0.0]  # decayed sums: background seconds, seconds wanted
         # the root's state
-        self.busy = False
-        self.pending = False  # a trigger came during a step
         self.synced: set[int] = set()  # at_sync collections whose elements all called it
         self.point_queued = False  # a look at the sync point waits in the queue
         self.history: list[dict[str, Any]] = []
@@ -229,12 +227,11 @@ class Balancer:
 
     def _maybe_sync_step(self) -> None:
         waiting = {c.cid for c in self.rt.colls.values() if c.at_sync and c.members > 0}
-        if not (self.synced and waiting <= self.synced) or self.busy:
-            if self.synced and self.busy:
-                self.pending = True
+        if not (self.synced and waiting <= self.synced):
             return
-        if self.rt.checkpoints.at_sync_point():  # an automatic checkpoint is due: it
-            self.busy = self.pending = True  # holds the step, release() runs it after
+        point = self.rt.point
+        if point.held or point.offer():  # a step or a checkpoint (one due takes this
+            point.when_free(self._maybe_sync_step)  # point): the step waits for it
             return
         balance = self._pays()
         self._mark("sync", 0.0, {"balanced": balance})
@@ -270,41 +267,29 @@ class Balancer:
                 self._trigger()
             self.rt.after(self.period or 0.0, self._tick)
 
-    def hold(self) -> bool:
-        """At the root: keep steps from starting (a checkpoint is being written; a trigger
-        meanwhile waits, as during a step). False if a step is running."""
-        if self.busy:
-            return False
-        self.busy = True
-        return True
+    def saved(self) -> dict[str, Any]:
+        """The balancer's part of its PE's shard record: at the root, the at_sync
+        collections whose elements had all synced (they wait in ``at_sync()``)."""
+        return {"synced": sorted(self.synced)}
 
-    def release(self) -> None:
-        """End :meth:`hold`; an AtSync trigger that came meanwhile runs now."""
-        self.busy = False
-        if self.pending:
-            self.pending = False
-            self._maybe_sync_step()
-
-    def restore_synced(self, cids: list[int]) -> None:
-        """At the root, after a restart: these collections had all synced when the
-        checkpoint was taken (their elements wait in ``at_sync()``): step and resume them
-        as soon as the scheduler runs."""
-        if cids:
-            self.synced = set(cids)
+    def restore(self, infos: list[dict[str, Any]]) -> None:
+        """At the root, after a restart: on another number of PEs, a step as soon as the
+        scheduler runs when balancing is configured (a strategy or a period); the
+        collections that had synced are stepped and resumed."""
+        if self.rt.pe != 0:
+            return
+        if len(infos) != self.rt.npes and (self.strategy is not None
+                                           or self.period is not None):
+            self.rt.after(0.0, self._trigger)
+        if infos[0]["synced"]:
+            self.synced = set(infos[0]["synced"])
             self.rt.after(0.0, self._maybe_sync_step)
 
-    def rebalance(self) -> None:
-        """At the root, after a restart on another number of PEs: a step as soon as the
-        scheduler runs, when balancing is configured (a strategy or a period)."""
-        if self.strategy is not None or self.period is not None:
-            self.rt.after(0.0, self._trigger)
-
     def _trigger(self) -> None:
-        if self.busy:
-            self.pending = True
+        if not self.rt.point.hold():  # (quiescence waits for a step: a counted message is
+            # always in flight or running from the trigger to the resume)
+            self.rt.point.when_free(self._maybe_sync_step)
             return
-        self.busy = True  # (quiescence waits for a step: a counted message is always in
-        # flight or running from the trigger to the resume)
         self.step += 1
         self.parts = []
         self.t0 = time.perf_counter()
@@ -486,10 +471,7 @@ class Balancer:
         if self.meta is not None:
             self.meta.balanced(total)
         self._resume_synced()
-        self.busy = False
-        if self.pending:
-            self.pending = False
-            self._maybe_sync_step()
+        self.rt.point.release()
 
     def collection_destroyed(self, cid: int) -> None:
         """At the root: an at_sync collection was destroyed; the others need not wait
