@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from shoal.errors import UsageError
 from shoal.jobdir import JobDir
 from shoal.options import Options
 from shoal.runtime.checkpoint import Pending
@@ -126,10 +127,41 @@ def Array(cls: type[Chare], dims: int | tuple[int, ...] | list[int] | None = Non
                                       bool(at_sync))
 
 
-def Group(cls: type[Chare], *, args: Iterable[Any] = ()) -> CollectionProxy:  # noqa: N802
-    """Create one ``cls(*args)`` per PE; member ``p`` is ``group[p]`` and never migrates."""
+def Group(cls: type[Chare], *, args: Iterable[Any] = (),  # noqa: N802
+          pes: Iterable[int] | None = None, onPEs: Iterable[int] | None = None,  # noqa: N803
+          ) -> CollectionProxy:
+    """Create one ``cls(*args)`` per PE; member ``p`` is ``group[p]`` and never migrates.
+    ``pes=[...]`` (charm4py's ``onPEs``): members on those PEs only; ``group[p]`` of
+    another PE is an error, broadcasts, reductions and ``ret=True`` gathers count the
+    members only, and a section key selects among them (``group[::2]``: the members on even
+    PEs). A checkpoint of such a group restarts on any number of PEs that still has every
+    one of its PEs, and is refused on fewer."""
     rt = current()
-    return rt.location.create("group", cls, (rt.npes,), None, tuple(args), "block")
+    if onPEs is not None:
+        if pes is not None:
+            raise UsageError("give pes= or charm4py's onPEs=, not both")
+        pes = onPEs
+    return rt.location.create("group", cls, (rt.npes,), None, tuple(args), "block",
+                              pes=None if pes is None else group_pes(pes, rt.npes))
+
+
+def group_pes(pes: Iterable[int], npes: int) -> tuple[int, ...]:
+    """The PEs of ``Group(cls, pes=...)``, checked and sorted."""
+    if isinstance(pes, (str, bytes)) or not isinstance(pes, Iterable):
+        raise UsageError(f"pes= takes a list of PE numbers, not {pes!r}")
+    out = list(pes)
+    if not out:
+        raise UsageError("pes=[] names no PE: give at least one PE in [0, "
+                         f"{npes}), or leave pes out for a member on every PE")
+    for p in out:
+        if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < npes:
+            raise UsageError(f"pes=: {p!r} is not a PE of this run: every PE must be an int "
+                             f"in [0, {npes})")
+    if len(set(out)) != len(out):
+        twice = sorted({p for p in out if out.count(p) > 1})
+        raise UsageError(f"pes= names PE(s) {twice} more than once: a group has one member "
+                         "per PE")
+    return tuple(sorted(out))
 
 
 def create(cls: type[Chare], *, args: Iterable[Any] = (), pe: int | None = None

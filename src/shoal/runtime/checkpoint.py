@@ -34,6 +34,11 @@ runs again on PE 0 and ``shoal.restored()`` gives it the saved ``state`` with li
 Groups get one member per new PE: member p keeps saved member p's state when p < Q; a
 member on a new PE (p >= Q) starts as a copy of saved member 0 (fresh sequence numbers,
 empty channel buffers); the members of PEs beyond P are dropped with their state. A group
+on some PEs (``Group(cls, pes=...)``) keeps its members, each on its PE, on any P that
+still has all of those PEs, and is refused (a CheckpointError naming the PEs it needs) on
+fewer: a member is named by its PE, so it has nowhere else to go. Non-migratable array
+elements (``self.migratable = False``) go back to their PE when P = Q, like every element;
+on another P, to their homes. A group
 with a reduction in progress can restart on Q PEs only. Identities that do not survive
 (PEs and group members numbered min(P, Q) and above) are forgotten by every sequence
 number that named them. The futures pending on each PE are saved as numbers (a
@@ -279,7 +284,7 @@ class Checkpoints:
                          "size": coll.size, "size_events": coll.size_events,
                          "members": coll.members, "next_red": coll.next_red,
                          "completed": coll.completed, "rets": coll.rets,
-                         "outside": coll.outside})
+                         "outside": coll.outside, "pes": coll.pes})
         writer = shards.ShardWriter(tmp, "main")
         try:
             runtime = {"synced": sorted(self.rt.balancer.synced)}
@@ -459,12 +464,19 @@ class Checkpoints:
         """One collection, as the checkpoint saw it, on the new number of PEs."""
         rt = self.rt
         cid = m["cid"]
-        dims, mapping = m["dims"], m["map"]
-        regroup = m["kind"] == "group" and old != rt.npes
-        if regroup:
-            dims = (rt.npes,)
+        dims, mapping, pes = m["dims"], m["map"], m["pes"]
+        if pes is not None and pes[-1] >= rt.npes:
+            raise CheckpointError(
+                f"group {m['cls'].__name__} has members on PEs {list(pes)} (Group(..., "
+                f"pes=)), and PE {pes[-1]} does not exist among the {rt.npes} PEs of this "
+                f"run: restart on at least {pes[-1] + 1} PEs (or make the group on PEs "
+                f"below {rt.npes} before the checkpoint)")
+        # a group on every PE gets one member per new PE; one on some PEs keeps them
+        regroup = m["kind"] == "group" and old != rt.npes and pes is None
+        if m["kind"] == "group":
+            dims = (rt.npes,)  # (member p's home is PE p)
         coll = Collection(cid, m["kind"], m["cls"], m["ndims"], dims, mapping, rt.npes,
-                          m["at_sync"])
+                          m["at_sync"], pes)
         coll.bcast_count = m["bcast_count"]
         coll.outside = coll.announced = m.get("outside", False)
         if rt.pe == 0:
@@ -525,9 +537,10 @@ class Checkpoints:
         saved member 0; sequence numbers forget the PEs and members that did not survive."""
         rt = self.rt
         groups = {m["cid"] for m in meta if m["kind"] == "group"}
+        everywhere = {m["cid"] for m in meta if m["kind"] == "group" and m["pes"] is None}
         if rt.pe >= old:
             firsts = [entry for entry in pes[0].entries[1:]
-                      if entry[0][0] in groups and entry[0][1] == (0,)]
+                      if entry[0][0] in everywhere and entry[0][1] == (0,)]
             rt.migration.arrive([_as_member(pes[0].load(entry), rt.pe) for entry in firsts])
             for entry in firsts:
                 slot = rt.colls[entry[0][0]].local[(rt.pe,)]

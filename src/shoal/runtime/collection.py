@@ -58,6 +58,7 @@ class Slot:
         "obj",
         "ooo",
         "out",
+        "pinned",
         "redno",
         "sections",
         "stats",
@@ -102,17 +103,20 @@ class Slot:
         # at_sync(): [its seconds in entry methods at its last call, its smoothed load per
         # iteration (-1: none yet), iterations since the last balancing step]
         self.sync = [0.0, -1.0, 0]
+        # not migratable (self.migratable = False): neither migrate() nor the balancer
+        # moves it, and its load stays on its PE
+        self.pinned = False
 
     def pack(self, queued: list[Any]) -> tuple[Any, ...]:
         """The migrating state (the object itself travels beside it)."""
         return (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan,
                 self.chans, self.stats, self.lb_mark, self.sync, self.sections, self.held,
-                self.early, queued)
+                self.early, self.pinned, queued)
 
     def unpack(self, state: tuple[Any, ...]) -> list[Any]:
         (self.expected, self.ooo, self.out, self.redno, self.bcast, self.chan, self.chans,
          self.stats, self.lb_mark, self.sync, self.sections, self.held, self.early,
-         queued) = state
+         self.pinned, queued) = state
         self.after = bool(self.held)
         return queued
 
@@ -122,9 +126,10 @@ class Collection:
 
     def __init__(self, cid: int, kind: str, cls: type[Chare], ndims: int,
                  dims: tuple[int, ...] | None, mapping: ArrayMap, npes: int,
-                 at_sync: bool = False):
+                 at_sync: bool = False, pes: tuple[int, ...] | None = None):
         self.cid = cid
         self.kind = kind
+        self.pes = pes  # a group on some PEs only (shoal.Group(cls, pes=...)): those PEs
         self.at_sync = at_sync  # its elements call at_sync() and wait for the balancer
         # a type[Chare], declared Any: Location.construct calls ``obj.__init__(*args)`` on the
         # new instance, which mypy rejects on a Chare (a subclass's __init__ may differ)
@@ -135,7 +140,7 @@ class Collection:
         # the array of a class's single chares (shoal.create): thisProxy names the element
         self.single = isinstance(mapping, Singles)
         self.npes = npes
-        self.proxy = proxy_classes(cls)[1](cid, ndims, dims)
+        self.proxy = proxy_classes(cls)[1](cid, ndims, dims, pes)
         # an element was inserted outside ``dims``: proxies stop refusing such indices
         self.outside = False
         self.announced = False  # the root: it has told every PE so
@@ -153,7 +158,7 @@ class Collection:
         self.done: dict[int, int] = {}
         # the root (PE 0) only
         self.total: dict[int, list[Any]] = {}
-        self.size = 0 if dims is None else _count(dims)
+        self.size = len(pes) if pes is not None else 0 if dims is None else _count(dims)
         self.size_events: list[tuple[int, int]] = []  # (first reduction, +1 or -1)
         self.members = self.size  # elements that will run the next broadcast
         self.rets: dict[int, list[Any]] = {}  # broadcast -> [future, {index: value}, elements]

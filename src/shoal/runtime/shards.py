@@ -48,7 +48,7 @@ import numpy as np
 from shoal._version import __version__
 from shoal.errors import CheckpointError
 
-FORMAT = 3  # bumped whenever what a record holds changes (Slot.pack, the manifest)
+FORMAT = 4  # bumped whenever what a record holds changes (Slot.pack, the manifest)
 MANIFEST = "manifest.json"
 OOB_MIN = 4096  # bytes: smaller buffers stay inside their record's pickle
 ALIGN = 4096  # bytes: address, file offset and length unit of direct I/O (block sizes <= 4 KiB)
