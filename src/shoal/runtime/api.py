@@ -17,7 +17,7 @@ from shoal.runtime.checkpoint import Pending
 from shoal.runtime.context import current
 from shoal.runtime.futures import Future
 from shoal.runtime.pe import Runtime
-from shoal.runtime.proxy import CollectionProxy, ElementProxy
+from shoal.runtime.proxy import CollectionProxy, ElementProxy, SectionProxy
 from shoal.runtime.startup import arm, handshake, ran
 from shoal.runtime.threads import limit as limit_threads
 
@@ -162,6 +162,17 @@ def group_pes(pes: Iterable[int], npes: int) -> tuple[int, ...]:
         raise UsageError(f"pes= names PE(s) {twice} more than once: a group has one member "
                          "per PE")
     return tuple(sorted(out))
+
+
+def combine(*proxies: CollectionProxy | SectionProxy) -> SectionProxy:
+    """charm4py's ``charm.combine``: one section over every member of the arrays, groups
+    and sections given (a section must have been made on this PE). A multicast reaches each
+    member once, ``contribute(..., section=sec)`` in every member reduces over all of them,
+    ``ret=True`` lists the values collection by collection in the order given (each in
+    index order; ``Reducer.gather`` in the same order), ``awaitable=True`` waits for every
+    member. Element ``i`` of two collections is two members; an element given twice counts
+    once. The classes may differ: the section has the entry methods they all have."""
+    return current().sections.combine(proxies)
 
 
 def create(cls: type[Chare], *, args: Iterable[Any] = (), pe: int | None = None

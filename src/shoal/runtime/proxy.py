@@ -221,11 +221,14 @@ class SectionProxy:
     is how many there are, and ``self.contribute(x, reducer, target, section=sec)`` in
     every member reduces over them."""
 
-    __slots__ = ("_size", "cid", "sid")
+    __slots__ = ("_size", "cid", "cids", "sid")
     _chare: ClassVar[type[Chare] | None] = None
+    # the chare classes of a combined section's collections (shoal.combine), else ()
+    _chares: ClassVar[tuple[type[Chare], ...]] = ()
 
-    def __init__(self, cid: int, sid: int, size: int):
-        self.cid = cid
+    def __init__(self, cid: int, sid: int, size: int, cids: tuple[int, ...] | None = None):
+        self.cid = cid  # its (first) collection
+        self.cids = (cid,) if cids is None else cids  # every collection it has members of
         self.sid = sid
         self._size = size
 
@@ -233,6 +236,11 @@ class SectionProxy:
         return self._size
 
     def __getattr__(self, name: str) -> Any:  # Any: entry methods are made at run time
+        if self._chares and not name.startswith("__"):
+            lack = [c.__name__ for c in self._chares if not hasattr(c, name)]
+            raise AttributeError(f"the combined section's classes {', '.join(lack)} have no "
+                                 f"entry method {name!r} (a combined section has the entry "
+                                 "methods its classes all have)")
         raise AttributeError(_missing(self._chare, name))
 
     def __eq__(self, other: object) -> bool:
@@ -242,6 +250,9 @@ class SectionProxy:
         return hash(("section", self.sid))
 
     def __reduce__(self) -> tuple[Callable[..., SectionProxy], tuple[Any, ...]]:
+        if len(self.cids) > 1:
+            return (_rebuild_section, (self._chares or self._chare, self.cid, self.sid,
+                                       self._size, self.cids))
         return (_rebuild_section, (self._chare, self.cid, self.sid, self._size))
 
     def __repr__(self) -> str:  # the class is named f"{chare.__name__}SectionProxy"
@@ -363,24 +374,32 @@ def proxy_classes(chare: type[Chare]) -> tuple[type[ElementProxy], type[Collecti
     return classes
 
 
-_SECTIONS: dict[type[Chare], type[SectionProxy]] = {}
+_SECTIONS: dict[tuple[type[Chare], ...], type[SectionProxy]] = {}
 
 
-def section_class(chare: type[Chare]) -> type[SectionProxy]:
-    """The section proxy class of chare class ``chare`` (made once)."""
-    cls = _SECTIONS.get(chare)
+def section_class(*chares: type[Chare]) -> type[SectionProxy]:
+    """The section proxy class of chare class ``chare`` (made once); of several classes (a
+    combined section, :func:`shoal.combine`), with the entry methods they all have."""
+    cls = _SECTIONS.get(chares)
     if cls is None:
-        proxy_classes(chare)  # a clash of names is refused there
-        cls = _SECTIONS[chare] = cast(
+        for chare in chares:
+            proxy_classes(chare)  # a clash of names is refused there
+        names = set(entry_methods(chares[0])).intersection(*map(entry_methods, chares[1:]))
+        label = "".join(chare.__name__ for chare in chares)
+        cls = _SECTIONS[chares] = cast(
             "type[SectionProxy]",
-            type(f"{chare.__name__}SectionProxy", (SectionProxy,),
-                 {"__slots__": (), "_chare": chare,
-                  **{name: _multicaster(name) for name in entry_methods(chare)}}))
+            type(f"{label}SectionProxy", (SectionProxy,),
+                 {"__slots__": (), "_chare": chares[0],
+                  "_chares": chares if len(chares) > 1 else (),
+                  **{name: _multicaster(name) for name in sorted(names)}}))
     return cls
 
 
-def _rebuild_section(chare: type[Chare], cid: int, sid: int, size: int) -> SectionProxy:
-    return section_class(chare)(cid, sid, size)
+def _rebuild_section(chares: type[Chare] | tuple[type[Chare], ...], cid: int, sid: int,
+                     size: int, cids: tuple[int, ...] | None = None) -> SectionProxy:
+    if not isinstance(chares, tuple):
+        chares = (chares,)
+    return section_class(*chares)(cid, sid, size, cids)
 
 
 def _rebuild_element(chare: type[Chare], cid: int, index: tuple[int, ...]) -> ElementProxy:
