@@ -91,6 +91,22 @@ def test_destroyed_collections_stay_destroyed_across_restarts_on_other_numbers_o
         assert doomed not in got["made"] and len(set(got["made"])) == ranks, got
 
 
+def test_pinned_elements_and_a_group_on_some_pes_restart_in_place_or_are_refused(tmp_path):
+    """Non-migratable elements moved off their homes come back where they were on the same
+    number of PEs, still not migratable; a group on PEs [1, 2] keeps its members and their
+    state there; on 2 PEs that group is refused, naming the PEs it needs."""
+    first = job(3, "placed", tmp_path / "a")["where"]
+    assert [pe for pe, _ in first] == [(i * 3 // 6 + (1 - i % 2)) % 3 for i in range(6)]
+    assert [m for _, m in first] == [i % 2 == 1 for i in range(6)]
+    got = job(3, "placed", tmp_path / "b", "", "--restart", tmp_path / "a")
+    assert got["where"] == first and got["g"] == [(1, 2), (2, 2)], got
+    assert "is not migratable" in got["again"], got
+    cmd = [*mpiexec(), "-n", "2", sys.executable, str(JOB), "placed", str(tmp_path / "c"), "",
+           "--restart", str(tmp_path / "a")]
+    err = failing(cmd).stderr
+    assert "has members on PEs [1, 2]" in err and "restart on at least 3 PEs" in err, err
+
+
 def test_a_second_call_before_the_first_completes_waits_for_it(tmp_path):
     got = job(2, "serial", tmp_path / "s")
     assert (got["first"], got["second"]) == (1, 2)  # one after the other in one directory

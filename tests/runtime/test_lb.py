@@ -25,8 +25,12 @@ def test_atsync_steps_balance_move_elements_and_resume_every_element_once(ranks,
 @pytest.mark.parametrize("strategy", ["greedy", "refine", "greedy,refine", "orb",
                                       "distributed", "metis,refine"])
 def test_each_strategy_balances_at_sync_points(strategy):
-    before, moved, _ = run_ok("lb", 2, "atsync", options=("--lb", strategy, *CPU))["atsync"]
+    """... and leaves non-migratable elements where they are while it moves the others
+    (jobs/lb.py pinned: checked in the job, in the same run)."""
+    figures = run_ok("lb", 2, "atsync", "pinned", options=("--lb", strategy, *CPU))
+    before, moved, _ = figures["atsync"]
     assert before[0] > 1.1 and moved > 0  # (as above)
+    assert figures["pinned"] > 0  # elements moved, none of the pinned ones
 
 
 @pytest.mark.parametrize("ranks,shm", [(2, None), (3, None), (4, None), (4, 0)],

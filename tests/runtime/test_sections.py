@@ -226,7 +226,7 @@ def test_a_section_tree_multicasts_once_per_edge_and_reduces_once_per_pe(npes, n
 
 
 SCENARIOS = ["slices", "reductions", "groups", "overlapping", "migrating", "from_elements",
-             "sparse", "caller_sends_little"]
+             "sparse", "caller_sends_little", "combined"]
 
 
 @pytest.mark.parametrize("ranks", [2, 4])

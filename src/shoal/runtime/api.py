@@ -10,13 +10,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from shoal.errors import UsageError
 from shoal.jobdir import JobDir
 from shoal.options import Options
 from shoal.runtime.checkpoint import Pending
 from shoal.runtime.context import current as _current
 from shoal.runtime.futures import Future
 from shoal.runtime.pe import Runtime
-from shoal.runtime.proxy import CollectionProxy, ElementProxy
+from shoal.runtime.proxy import CollectionProxy, ElementProxy, SectionProxy
 from shoal.runtime.startup import arm, handshake, ran
 from shoal.runtime.threads import limit as limit_threads
 
@@ -134,10 +135,52 @@ def Array(cls: type[Chare], dims: int | tuple[int, ...] | list[int] | None = Non
                                       bool(at_sync))
 
 
-def Group(cls: type[Chare], *, args: Iterable[Any] = ()) -> CollectionProxy:  # noqa: N802
-    """Create one ``cls(*args)`` per PE; member ``p`` is ``group[p]`` and never migrates."""
+def Group(cls: type[Chare], *, args: Iterable[Any] = (),  # noqa: N802
+          pes: Iterable[int] | None = None, onPEs: Iterable[int] | None = None,  # noqa: N803
+          ) -> CollectionProxy:
+    """Create one ``cls(*args)`` per PE; member ``p`` is ``group[p]`` and never migrates.
+    ``pes=[...]`` (charm4py's ``onPEs``): members on those PEs only; ``group[p]`` of
+    another PE is an error, broadcasts, reductions and ``ret=True`` gathers count the
+    members only, and a section key selects among them (``group[::2]``: the members on even
+    PEs). A checkpoint of such a group restarts on any number of PEs that still has every
+    one of its PEs, and is refused on fewer."""
     rt = current()
-    return rt.location.create("group", cls, (rt.npes,), None, tuple(args), "block")
+    if onPEs is not None:
+        if pes is not None:
+            raise UsageError("give pes= or charm4py's onPEs=, not both")
+        pes = onPEs
+    return rt.location.create("group", cls, (rt.npes,), None, tuple(args), "block",
+                              pes=None if pes is None else group_pes(pes, rt.npes))
+
+
+def group_pes(pes: Iterable[int], npes: int) -> tuple[int, ...]:
+    """The PEs of ``Group(cls, pes=...)``, checked and sorted."""
+    if isinstance(pes, (str, bytes)) or not isinstance(pes, Iterable):
+        raise UsageError(f"pes= takes a list of PE numbers, not {pes!r}")
+    out = list(pes)
+    if not out:
+        raise UsageError("pes=[] names no PE: give at least one PE in [0, "
+                         f"{npes}), or leave pes out for a member on every PE")
+    for p in out:
+        if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < npes:
+            raise UsageError(f"pes=: {p!r} is not a PE of this run: every PE must be an int "
+                             f"in [0, {npes})")
+    if len(set(out)) != len(out):
+        twice = sorted({p for p in out if out.count(p) > 1})
+        raise UsageError(f"pes= names PE(s) {twice} more than once: a group has one member "
+                         "per PE")
+    return tuple(sorted(out))
+
+
+def combine(*proxies: CollectionProxy | SectionProxy) -> SectionProxy:
+    """charm4py's ``charm.combine``: one section over every member of the arrays, groups
+    and sections given (a section must have been made on this PE). A multicast reaches each
+    member once, ``contribute(..., section=sec)`` in every member reduces over all of them,
+    ``ret=True`` lists the values collection by collection in the order given (each in
+    index order; ``Reducer.gather`` in the same order), ``awaitable=True`` waits for every
+    member. Element ``i`` of two collections is two members; an element given twice counts
+    once. The classes may differ: the section has the entry methods they all have."""
+    return current().sections.combine(proxies)
 
 
 def create(cls: type[Chare], *, args: Iterable[Any] = (), pe: int | None = None

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from shoal.errors import UsageError
 from shoal.runtime.channel import deliver
 from shoal.runtime.context import current
 from shoal.runtime.futures import Future
@@ -62,8 +63,33 @@ class Chare:
 
     def migrate(self, pe: int) -> None:
         """Move to ``pe`` once the current entry method returns (and no coroutine of this
-        chare is suspended): no message to it is lost, duplicated or reordered."""
+        chare is suspended): no message to it is lost, duplicated or reordered. An element
+        that is not migratable (``self.migratable = False``) refuses: a UsageError."""
         current().migration.request(self._slot, pe)
+
+    @property
+    def migratable(self) -> bool:
+        """Whether this element may move (True by default for array elements and single
+        chares; group members never move). ``self.migratable = False`` pins it to its PE:
+        ``migrate()`` on it is an error, the load balancer leaves it where it is and counts
+        its load as load of that PE that cannot move, and a restart on the same number of
+        PEs puts it back there. It travels with the element and its checkpoints."""
+        slot = self._slot
+        return slot.coll.kind == "array" and not slot.pinned
+
+    @migratable.setter
+    def migratable(self, value: bool) -> None:
+        slot = self._slot
+        if slot.coll.kind != "array" and value:
+            raise UsageError(f"{slot.coll.cls.__name__}{list(slot.index)} is a group member: "
+                             "group members never migrate")
+        slot.pinned = not value
+        if not value:
+            slot.migrate_to = None  # a move it asked for earlier is dropped
+
+    def setMigratable(self, migratable: bool) -> None:  # noqa: N802 - charm4py's name
+        """charm4py's spelling of ``self.migratable = migratable``."""
+        self.migratable = bool(migratable)
 
     def contribute(self, value: Any, reducer: ReducerLike,
                    target: Future | Callable[[Any], Any],

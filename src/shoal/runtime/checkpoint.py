@@ -34,6 +34,11 @@ runs again on PE 0 and ``shoal.restored()`` gives it the saved ``state`` with li
 Groups get one member per new PE: member p keeps saved member p's state when p < Q; a
 member on a new PE (p >= Q) starts as a copy of saved member 0 (fresh sequence numbers,
 empty channel buffers); the members of PEs beyond P are dropped with their state. A group
+on some PEs (``Group(cls, pes=...)``) keeps its members, each on its PE, on any P that
+still has all of those PEs, and is refused (a CheckpointError naming the PEs it needs) on
+fewer: a member is named by its PE, so it has nowhere else to go. Non-migratable array
+elements (``self.migratable = False``) go back to their PE when P = Q, like every element;
+on another P, to their homes. A group
 with a reduction in progress can restart on Q PEs only. Identities that do not survive
 (PEs and group members numbered min(P, Q) and above) are forgotten by every sequence
 number that named them. The futures pending on each PE are saved as numbers (a
@@ -453,7 +458,14 @@ class Checkpoints:
     def _rebuild(self, m: dict[str, Any], infos: list[dict[str, Any]], old: int) -> None:
         """One collection, as the checkpoint saw it, on the new number of PEs."""
         rt = self.rt
-        if rt.pe == 0 and m["kind"] == "group" and old != rt.npes and (
+        pes = m["pes"]
+        if pes is not None and pes[-1] >= rt.npes:
+            raise CheckpointError(
+                f"group {m['cls'].__name__} has members on PEs {list(pes)} (Group(..., "
+                f"pes=)), and PE {pes[-1]} does not exist among the {rt.npes} PEs of this "
+                f"run: restart on at least {pes[-1] + 1} PEs (or make the group on PEs "
+                f"below {rt.npes} before the checkpoint)")
+        if rt.pe == 0 and m["kind"] == "group" and old != rt.npes and pes is None and (
                 m["rets"] or any(info["colls"][m["cid"]]["partial"]
                                  or info["colls"][m["cid"]]["total"] for info in infos)):
             raise CheckpointError(f"group {m['cls'].__name__} had a reduction or broadcast "
@@ -477,14 +489,14 @@ class Checkpoints:
     def _mine(self, pes: list[shards.Shard], same: bool) -> list[tuple]:
         """The saved elements whose place is this PE: where they were when the number of
         PEs is unchanged, else at their homes (:meth:`_place`); on a PE the checkpoint did
-        not have, a copy of saved member 0 of each group."""
+        not have, a copy of saved member 0 of each group on every PE."""
         rt = self.rt
         kept: list[int | None] | None = list(range(len(pes))) if same else None
         mine = [shard.load(entry) for q, shard in enumerate(pes)
                 for entry in shard.entries[1:] if self._place(q, entry[0], kept) == rt.pe]
         if rt.pe >= len(pes):
             mine += [_as_member(pes[0].load(entry), rt.pe) for entry in pes[0].entries[1:]
-                     if rt.colls[entry[0][0]].kind == "group" and entry[0][1] == (0,)]
+                     if _everywhere(rt.colls[entry[0][0]]) and entry[0][1] == (0,)]
         return mine
 
     def _exchange(self, memory: InMemory) -> list[tuple]:
@@ -504,6 +516,11 @@ class Checkpoints:
         mark("exchanged")
         return [shard.load(entry) for image in (*here, *(i for part in got for i in part))
                 for shard in (image.shard(),) for entry in shard.entries]
+
+
+def _everywhere(coll: Collection) -> bool:
+    """A group with a member on every PE (not ``Group(cls, pes=...)``)."""
+    return coll.kind == "group" and coll.pes is None
 
 
 def _as_member(item: tuple, pe: int) -> tuple:

@@ -58,6 +58,7 @@ class Slot:
         "obj",
         "ooo",
         "out",
+        "pinned",
         "redno",
         "sections",
         "stats",
@@ -102,6 +103,9 @@ class Slot:
         # at_sync(): [its seconds in entry methods at its last call, its smoothed load per
         # iteration (-1: none yet), iterations since the last balancing step]
         self.sync = [0.0, -1.0, 0]
+        # not migratable (self.migratable = False): neither migrate() nor the balancer
+        # moves it, and its load stays on its PE
+        self.pinned = False
 
     def pack(self, queued: list[Any]) -> dict[str, Any]:
         """The migrating state, by name (the object itself travels beside it), with the
@@ -142,7 +146,7 @@ class Slot:
 # What of a Slot migrates and is saved in a checkpoint (by name, :meth:`Slot.pack`);
 # SLOT_VERSION changes whenever this list or the meaning of a field does.
 MIGRATING = ("expected", "ooo", "out", "redno", "bcast", "chan", "chans", "stats",
-             "lb_mark", "sync", "sections", "held", "early")
+             "lb_mark", "sync", "sections", "held", "early", "pinned")
 SLOT_VERSION = 2  # (1: the positional 14-tuple of shoal <= 0.1 checkpoints, format 3)
 
 
@@ -151,9 +155,10 @@ class Collection:
 
     def __init__(self, cid: int, kind: str, cls: type[Chare], ndims: int,
                  dims: tuple[int, ...] | None, mapping: ArrayMap, npes: int,
-                 at_sync: bool = False):
+                 at_sync: bool = False, pes: tuple[int, ...] | None = None):
         self.cid = cid
         self.kind = kind
+        self.pes = pes  # a group on some PEs only (shoal.Group(cls, pes=...)): those PEs
         self.at_sync = at_sync  # its elements call at_sync() and wait for the balancer
         # a type[Chare], declared Any: Location.construct calls ``obj.__init__(*args)`` on the
         # new instance, which mypy rejects on a Chare (a subclass's __init__ may differ)
@@ -164,7 +169,7 @@ class Collection:
         # the array of a class's single chares (shoal.create): thisProxy names the element
         self.single = isinstance(mapping, Singles)
         self.npes = npes
-        self.proxy = proxy_classes(cls)[1](cid, ndims, dims)
+        self.proxy = proxy_classes(cls)[1](cid, ndims, dims, pes)
         # an element was inserted outside ``dims``: proxies stop refusing such indices
         self.outside = False
         self.announced = False  # the root: it has told every PE so
@@ -182,7 +187,7 @@ class Collection:
         self.done: dict[int, int] = {}
         # the root (PE 0) only
         self.total: dict[int, list[Any]] = {}
-        self.size = 0 if dims is None else _count(dims)
+        self.size = len(pes) if pes is not None else 0 if dims is None else _count(dims)
         self.size_events: list[tuple[int, int]] = []  # (first reduction, +1 or -1)
         self.members = self.size  # elements that will run the next broadcast
         self.rets: dict[int, list[Any]] = {}  # broadcast -> [future, {index: value}, elements]
@@ -192,7 +197,7 @@ class Collection:
     # what a checkpoint's main shard keeps of a collection: how to rebuild it, and the
     # root's counts of its reductions and broadcasts
     SAVED = ("cid", "kind", "cls", "ndims", "dims", "map", "at_sync", "bcast_count", "size",
-             "size_events", "members", "next_red", "completed", "rets", "outside")
+             "size_events", "members", "next_red", "completed", "rets", "outside", "pes")
 
     def saved(self) -> dict[str, Any]:
         """This collection in a checkpoint's main shard (written by PE 0, the root)."""
@@ -201,11 +206,12 @@ class Collection:
     @classmethod
     def rebuilt(cls, m: dict[str, Any], npes: int, old: int, root: bool) -> Collection:
         """The collection :meth:`saved` described on ``old`` PEs, on ``npes`` PEs (a group
-        on another number of PEs has a member on each of them and none of its root's
-        counts); ``root``: this PE is the root and takes those counts."""
-        regroup = m["kind"] == "group" and old != npes
-        coll = cls(m["cid"], m["kind"], m["cls"], m["ndims"], (npes,) if regroup else m["dims"],
-                   m["map"], npes, m["at_sync"])
+        on every PE gets a member on each new PE and none of its root's counts; one on
+        some PEs keeps its members); ``root``: this PE is the root and takes those counts."""
+        regroup = m["kind"] == "group" and old != npes and m["pes"] is None
+        dims = (npes,) if m["kind"] == "group" else m["dims"]  # (member p's home is PE p)
+        coll = cls(m["cid"], m["kind"], m["cls"], m["ndims"], dims, m["map"], npes,
+                   m["at_sync"], m["pes"])
         coll.bcast_count = m["bcast_count"]
         coll.outside = coll.announced = m["outside"]
         if root:

@@ -86,6 +86,27 @@ class Failure:
             abort_job(rt.net.comm, text, 1)
 
 
+class Excepted(list):
+    """The values of a gather called with ``return_exceptions=True``, failures in place:
+    awaiting its future gives a plain list with each failure's exception (its remote
+    traceback as ``__cause__``) where the element's return value would be."""
+
+    __slots__ = ()
+
+    def exceptions(self) -> list[Any]:
+        return [v.exception() if type(v) is Failure else v for v in self]
+
+
+def listed(values: dict[Any, Any], order: list[Any]) -> Excepted:
+    """A gather's ``values`` (key -> return value or failure) in ``order``, failures kept:
+    none of them ends the job (the caller receives them)."""
+    out = Excepted(values[k] for k in order)
+    for v in out:
+        if type(v) is Failure:
+            v.retrieved = True
+    return out
+
+
 def gathered(values: dict[Any, Any], what: str = "broadcast") -> Failure | None:
     """The failure of a broadcast's gather (``values``: element index -> return value; a
     section's multicast: ``what``): that of the lowest index that failed, its traceback

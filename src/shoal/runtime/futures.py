@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.errors import ShoalError, UsageError
 from shoal.runtime.context import current
-from shoal.runtime.failure import Failure
+from shoal.runtime.failure import Excepted, Failure
 from shoal.runtime.protocol import RET
 
 if TYPE_CHECKING:
@@ -56,6 +56,8 @@ class Future:
         value = self.value
         if type(value) is Failure:  # the entry method raised: so does the await
             raise value.exception()
+        if type(value) is Excepted:  # return_exceptions=True: the exceptions are values
+            return value.exceptions()
         return value
 
     def __reduce__(self) -> tuple[Callable[[int, int], Future], tuple[int, int]]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
+    from shoal.errors import UsageError
     from shoal.runtime.aggregation import Stream
     from shoal.runtime.collection import Collection, Slot
     from shoal.runtime.futures import Future, Task
@@ -76,6 +77,11 @@ class Placement(Saving, Protocol):
     def delete(self, proxy: CollectionProxy, index: tuple) -> None: ...
 
     def delete_here(self, slot: Slot) -> None: ...
+
+    @property
+    def destroyed(self) -> set[int]: ...
+
+    def gone(self, cid: int) -> UsageError: ...
 
 
 

@@ -85,9 +85,11 @@ class Location:
             coll.deleted = {index for index in deleted if coll.home(index) == rt.pe}
 
     def create(self, kind: str, cls: type, dims: Any, ndims: int | None, args: tuple,
-               mapping: Any, at_sync: bool = False) -> CollectionProxy:
+               mapping: Any, at_sync: bool = False,
+               pes: tuple[int, ...] | None = None) -> CollectionProxy:
         """Create an array (``dims`` dense, or ``ndims`` sparse) or a group on every PE;
-        ``at_sync``: its elements take part in AtSync load balancing."""
+        ``at_sync``: its elements take part in AtSync load balancing; ``pes``: a group's
+        members are on those PEs only (sorted, checked by the caller)."""
         from shoal.runtime.chare import Chare
 
         if not (isinstance(cls, type) and issubclass(cls, Chare)):
@@ -107,7 +109,8 @@ class Location:
         rt = self.rt
         cid = self._new_id()
         proxy_classes(cls)  # a clash of names is the caller's error, raised here
-        self.on_create((CREATE, rt.pe, cid, kind, cls, ndims, dims, mapping, args, at_sync))
+        self.on_create((CREATE, rt.pe, cid, kind, cls, ndims, dims, mapping, args, at_sync,
+                        pes))
         return rt.colls[cid].proxy
 
     def single(self, cls: type, args: tuple, pe: int | None) -> ElementProxy:
@@ -145,17 +148,17 @@ class Location:
                 return cid
 
     def on_create(self, env: tuple) -> None:
-        _, root, cid, kind, cls, ndims, dims, mapping, args, at_sync = env
+        _, root, cid, kind, cls, ndims, dims, mapping, args, at_sync, pes = env
         rt = self.rt
         for child in children(rt.pe, root, rt.npes):
             rt.send(child, env)
         if cid in self.destroyed:  # destroyed before its creation reached this PE
             return
-        coll = Collection(cid, kind, cls, ndims, dims, mapping, rt.npes, at_sync)
+        coll = Collection(cid, kind, cls, ndims, dims, mapping, rt.npes, at_sync, pes)
         rt.colls[cid] = coll
         if at_sync:
             rt.balancer.prepare()
-        if dims is not None:
+        if dims is not None and (pes is None or rt.pe in pes):
             for index in local_indices(mapping, dims, rt.npes, rt.pe):
                 self.construct(coll, index, args)
         for early in rt.early.pop(cid, ()):

@@ -68,6 +68,10 @@ class Migration:
     def _check(self, slot: Slot, pe: int) -> None:
         if slot.coll.kind != "array":
             raise UsageError("only array elements migrate (group members stay on their PE)")
+        if slot.pinned:
+            raise UsageError(f"{slot.coll.cls.__name__}{list(slot.index)} is not migratable "
+                             "(self.migratable = False, or setMigratable(False)): set "
+                             "self.migratable = True before it moves")
         if not (isinstance(pe, int) and 0 <= pe < self.rt.npes):
             raise UsageError(f"migrate to a PE in [0, {self.rt.npes}) (got {pe!r})")
 

@@ -79,6 +79,7 @@ from shoal.runtime.protocol import (
     I_SRC,
     INVOKE,
     LOC,
+    RET_LIST,
     children,
     handler_table,
 )
@@ -451,6 +452,10 @@ class Runtime:
         """Send ``name(*args, **kwargs)`` to an element or (broadcast) a whole collection;
         ``ret``: ``RET_VALUES`` (``ret=True``) or ``RET_DONE`` (``awaitable=True``: of a
         broadcast, a future of its completion) return a future, 0 none."""
+        if ret == RET_LIST and isinstance(target, ElementProxy):
+            raise UsageError("return_exceptions=True is for a broadcast or a section's "
+                             "multicast (a list of values); a call to one element raises "
+                             "its exception where awaited: catch it there")
         fut = self.future() if ret else None
         if isinstance(target, ElementProxy):
             self.invoke(target._dst, name, args, kwargs, prio, fut)

@@ -99,9 +99,12 @@ I_CID, I_INDEX, I_METHOD, I_ARGS, I_KWARGS, I_SRC, I_SEQ, I_PRIO, I_FUT, I_SENDE
 
 # BCAST: (BCAST, cid, num, method, args, kwargs, prio, ret): broadcast number ``num`` of
 # the collection, ``ret`` what the root gathers: 0 nothing, RET_VALUES the return values
-# (``ret=True``), RET_DONE that each element ran it (``awaitable=True``)
+# (``ret=True``), RET_DONE that each element ran it (``awaitable=True``), RET_LIST the
+# return values with the exceptions of those that raised in their places (``ret=True,
+# return_exceptions=True``)
 B_NUM, B_PRIO = 2, 6
-RET_VALUES, RET_DONE = 1, 2
+RET_VALUES, RET_DONE, RET_LIST = 1, 2, 3
+KEEP = (RET_VALUES, RET_LIST)  # the gathers that keep the return values
 
 ARITY = 4  # of the spanning trees over PEs
 CHANNEL = "_shoal_channel"  # the Chare methods that carry channel data, deletions and

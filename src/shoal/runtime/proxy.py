@@ -7,7 +7,9 @@
 ``awaitable=True`` a future that resolves (to None) once the method has run on every element
 of a broadcast or a section's multicast (on one element it is ``ret=True``); both raise where
 awaited the exception an element raised (of many elements: the lowest index's,
-:mod:`shoal.runtime.failure`); and ``prio=`` sets the message priority
+:mod:`shoal.runtime.failure`); ``ret=True, return_exceptions=True`` on a broadcast or a
+multicast gives the list with each failing element's exception in its place instead (as
+``asyncio.gather`` and charm4py do); and ``prio=`` sets the message priority
 (lower runs first, FIFO among equals). Proxies are small and
 picklable, so they travel in messages; ``proxy.method`` (not called) is a
 picklable target for reductions.
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from shoal.errors import UsageError
 from shoal.runtime.context import _Process, current
-from shoal.runtime.protocol import RET_DONE, RET_VALUES
+from shoal.runtime.protocol import RET_DONE, RET_LIST, RET_VALUES
 from shoal.runtime.selection import is_section_key, select
 
 if TYPE_CHECKING:
@@ -106,24 +108,28 @@ class CollectionProxy:
     would wait forever at a home that has no such element), unless this PE has seen an
     element inserted outside the shape (:meth:`Collection.grown`)."""
 
-    __slots__ = ("_short", "cid", "dims", "ndims")
+    __slots__ = ("_short", "cid", "dims", "ndims", "pes")
     _chare: ClassVar[type[Chare] | None] = None
     # the element proxy class of the same chare class
     _element: ClassVar[type[ElementProxy]] = ElementProxy
 
-    def __init__(self, cid: int, ndims: int, dims: tuple[int, ...] | None = None):
+    def __init__(self, cid: int, ndims: int, dims: tuple[int, ...] | None = None,
+                 pes: tuple[int, ...] | None = None):
         self.cid = cid
         self.ndims = ndims
         self.dims = dims
+        self.pes = pes  # a group on some PEs only: its members' PEs (else None)
         # ints in [0, bound) take the short path: the extent of a dense 1-D array, any
-        # such int for a sparse one, none with more dimensions. What indexing reads, in one
+        # such int for a sparse one, none with more dimensions (nor for a group on some
+        # PEs: its indices are checked against them). What indexing reads, in one
         # slot: each attribute read goes through __getattr__'s hook, which Python 3.11
         # cannot specialize (callgrind: about 300 instructions a read)
-        bound = -1 if ndims != 1 else sys.maxsize if dims is None else dims[0]
-        self._short = (bound, self._element, cid, ndims, dims)
+        bound = (-1 if ndims != 1 or pes is not None else sys.maxsize if dims is None
+                 else dims[0])
+        self._short = (bound, self._element, cid, ndims, dims, pes)
 
     def __getitem__(self, index: Any) -> Any:  # an ElementProxy, or a SectionProxy
-        bound, element, cid, ndims, dims = self._short
+        bound, element, cid, ndims, dims, pes = self._short
         if type(index) is int and 0 <= index < bound:
             return element(cid, (index,))
         try:
@@ -134,14 +140,29 @@ class CollectionProxy:
                                  "arr.section([...])") from None
             if not is_section_key(index):
                 raise
-            return self._section(select(index, ndims, dims))
+            return self._section(self._members(select(index, ndims, dims), index))
         if dims is not None:  # (by position: zip(..., strict=True) cost 3,000 instructions)
             k = 0
             for i in index:
                 if not 0 <= i < dims[k]:
                     return element(cid, _outside(self, index))
                 k += 1
+            if pes is not None and index[0] not in pes:
+                name = self._chare.__name__ if self._chare is not None else "the group"
+                raise UsageError(f"{name}: the group has no member on PE {index[0]} (its "
+                                 f"members are on PEs {list(pes)}, Group(..., pes=))")
         return element(cid, index)
+
+    def _members(self, chosen: list[tuple[int, ...]], key: Any) -> list[tuple[int, ...]]:
+        """What a section key selects, among the members of a group on some PEs."""
+        if self.pes is None:
+            return chosen
+        pes = set(self.pes)
+        kept = [index for index in chosen if index[0] in pes]
+        if not kept:
+            raise UsageError(f"the section {key!r} selects no member of the group, whose "
+                             f"members are on PEs {list(self.pes)}")
+        return kept
 
     def __getattr__(self, name: str) -> Any:  # Any: entry methods are made at run time
         raise AttributeError(_missing(self._chare, name))
@@ -184,6 +205,9 @@ class CollectionProxy:
         return hash(self.cid)
 
     def __reduce__(self) -> tuple[Callable[..., CollectionProxy], tuple[Any, ...]]:
+        if self.pes is not None:
+            return (_rebuild_collection, (self._chare, self.cid, self.ndims, self.dims,
+                                          self.pes))
         return (_rebuild_collection, (self._chare, self.cid, self.ndims, self.dims))
 
     def __repr__(self) -> str:  # the class is named f"{chare.__name__}Proxy"
@@ -197,11 +221,14 @@ class SectionProxy:
     is how many there are, and ``self.contribute(x, reducer, target, section=sec)`` in
     every member reduces over them."""
 
-    __slots__ = ("_size", "cid", "sid")
+    __slots__ = ("_size", "cid", "cids", "sid")
     _chare: ClassVar[type[Chare] | None] = None
+    # the chare classes of a combined section's collections (shoal.combine), else ()
+    _chares: ClassVar[tuple[type[Chare], ...]] = ()
 
-    def __init__(self, cid: int, sid: int, size: int):
-        self.cid = cid
+    def __init__(self, cid: int, sid: int, size: int, cids: tuple[int, ...] | None = None):
+        self.cid = cid  # its (first) collection
+        self.cids = (cid,) if cids is None else cids  # every collection it has members of
         self.sid = sid
         self._size = size
 
@@ -209,6 +236,11 @@ class SectionProxy:
         return self._size
 
     def __getattr__(self, name: str) -> Any:  # Any: entry methods are made at run time
+        if self._chares and not name.startswith("__"):
+            lack = [c.__name__ for c in self._chares if not hasattr(c, name)]
+            raise AttributeError(f"the combined section's classes {', '.join(lack)} have no "
+                                 f"entry method {name!r} (a combined section has the entry "
+                                 "methods its classes all have)")
         raise AttributeError(_missing(self._chare, name))
 
     def __eq__(self, other: object) -> bool:
@@ -218,6 +250,9 @@ class SectionProxy:
         return hash(("section", self.sid))
 
     def __reduce__(self) -> tuple[Callable[..., SectionProxy], tuple[Any, ...]]:
+        if len(self.cids) > 1:
+            return (_rebuild_section, (self._chares or self._chare, self.cid, self.sid,
+                                       self._size, self.cids))
         return (_rebuild_section, (self._chare, self.cid, self.sid, self._size))
 
     def __repr__(self) -> str:  # the class is named f"{chare.__name__}SectionProxy"
@@ -301,8 +336,15 @@ def _call(rt: Core, proxy: ElementProxy | CollectionProxy, name: str, args: tupl
 def _returns(kwargs: dict[str, Any]) -> int:
     """Take the runtime's ``ret=`` and ``awaitable=`` out of a call's keywords: what the
     caller's future gathers (``RET_VALUES``: the return values, ``RET_DONE``: only that
-    the method ran, 0: no future), the same for an element, a collection and a section."""
+    the method ran, ``RET_LIST``: the return values with each failing element's exception
+    in its place, ``ret=True, return_exceptions=True``; 0: no future), the same for an
+    element, a collection and a section."""
     ret = RET_VALUES if kwargs.pop("ret", False) else 0
+    if kwargs.pop("return_exceptions", False):
+        if not ret:
+            raise UsageError("return_exceptions=True goes with ret=True (the list of return "
+                             "values, an element's exception in its place)")
+        ret = RET_LIST
     if kwargs.pop("awaitable", False) and not ret:
         ret = RET_DONE
     return ret
@@ -332,24 +374,32 @@ def proxy_classes(chare: type[Chare]) -> tuple[type[ElementProxy], type[Collecti
     return classes
 
 
-_SECTIONS: dict[type[Chare], type[SectionProxy]] = {}
+_SECTIONS: dict[tuple[type[Chare], ...], type[SectionProxy]] = {}
 
 
-def section_class(chare: type[Chare]) -> type[SectionProxy]:
-    """The section proxy class of chare class ``chare`` (made once)."""
-    cls = _SECTIONS.get(chare)
+def section_class(*chares: type[Chare]) -> type[SectionProxy]:
+    """The section proxy class of chare class ``chare`` (made once); of several classes (a
+    combined section, :func:`shoal.combine`), with the entry methods they all have."""
+    cls = _SECTIONS.get(chares)
     if cls is None:
-        proxy_classes(chare)  # a clash of names is refused there
-        cls = _SECTIONS[chare] = cast(
+        for chare in chares:
+            proxy_classes(chare)  # a clash of names is refused there
+        names = set(entry_methods(chares[0])).intersection(*map(entry_methods, chares[1:]))
+        label = "".join(chare.__name__ for chare in chares)
+        cls = _SECTIONS[chares] = cast(
             "type[SectionProxy]",
-            type(f"{chare.__name__}SectionProxy", (SectionProxy,),
-                 {"__slots__": (), "_chare": chare,
-                  **{name: _multicaster(name) for name in entry_methods(chare)}}))
+            type(f"{label}SectionProxy", (SectionProxy,),
+                 {"__slots__": (), "_chare": chares[0],
+                  "_chares": chares if len(chares) > 1 else (),
+                  **{name: _multicaster(name) for name in sorted(names)}}))
     return cls
 
 
-def _rebuild_section(chare: type[Chare], cid: int, sid: int, size: int) -> SectionProxy:
-    return section_class(chare)(cid, sid, size)
+def _rebuild_section(chares: type[Chare] | tuple[type[Chare], ...], cid: int, sid: int,
+                     size: int, cids: tuple[int, ...] | None = None) -> SectionProxy:
+    if not isinstance(chares, tuple):
+        chares = (chares,)
+    return section_class(*chares)(cid, sid, size, cids)
 
 
 def _rebuild_element(chare: type[Chare], cid: int, index: tuple[int, ...]) -> ElementProxy:
@@ -357,5 +407,6 @@ def _rebuild_element(chare: type[Chare], cid: int, index: tuple[int, ...]) -> El
 
 
 def _rebuild_collection(chare: type[Chare], cid: int, ndims: int,
-                        dims: tuple[int, ...] | None = None) -> CollectionProxy:
-    return proxy_classes(chare)[1](cid, ndims, dims)
+                        dims: tuple[int, ...] | None = None,
+                        pes: tuple[int, ...] | None = None) -> CollectionProxy:
+    return proxy_classes(chare)[1](cid, ndims, dims, pes)

@@ -131,6 +131,57 @@ async def doomed(where, _mode):
           flush=True)
 
 
+class Counter(shoal.Chare):
+    """A member of a group on some PEs."""
+
+    def __init__(self):
+        self.n = 0
+
+    def bump(self):
+        self.n += 1
+        return (shoal.my_pe(), self.n)
+
+
+class Mover(shoal.Chare):
+    def go(self):
+        if self.thisIndex[0] % 2 == 0:  # away from its home, then pinned there
+            self.migrate((shoal.my_pe() + 1) % shoal.num_pes())
+
+    def pin(self):
+        if self.thisIndex[0] % 2 == 0:
+            self.migratable = False
+
+    def where(self):
+        return (shoal.my_pe(), self.migratable)
+
+    def again(self):
+        try:
+            self.migrate(0)
+        except shoal.UsageError as exc:
+            return str(exc)
+        return None
+
+
+async def placed(where, _mode):
+    """A group on PEs [1, 2] and an array whose even elements moved off their homes and
+    are then not migratable: restarted on the same number of PEs, the members keep their
+    state and PEs and the pinned elements are where they were, still pinned."""
+    state = shoal.restored()
+    if state is None:
+        g = shoal.Group(Counter, pes=[1, 2])
+        arr = shoal.Array(Mover, 6)
+        await g.bump(ret=True)
+        await arr.go(awaitable=True)
+        await arr.pin(awaitable=True)
+        got = await arr.where(ret=True)
+        await shoal.checkpoint(where, {"g": g, "arr": arr})
+        print("RESULT", repr({"where": got}), flush=True)
+        return
+    g, arr = state["g"], state["arr"]
+    print("RESULT", repr({"where": await arr.where(ret=True), "g": await g.bump(ret=True),
+                          "again": await arr[0].again(ret=True)}), flush=True)
+
+
 async def ring(where, mode):
     state = shoal.restored()
     if state is None:
@@ -243,7 +294,7 @@ def main():
         del args[k:k + 2]
     scenario, where, mode = args[0], args[1], (args[2] if len(args) > 2 else "")
     scenarios = {"ring": ring, "every": every, "serial": serial, "refused": refused,
-                 "show": show, "doomed": doomed}
+                 "show": show, "doomed": doomed, "placed": placed}
     shoal.start(scenarios[scenario], where, mode, restart=restart)
 
 

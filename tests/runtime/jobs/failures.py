@@ -85,6 +85,35 @@ async def broadcast_ret():
     assert await w.check(set(), ret=True) == list(range(6))
 
 
+async def broadcast_list():
+    """ret=True, return_exceptions=True (charm4py's behaviour, asyncio.gather's keyword):
+    the list in index order with each failing element's exception in its place, its
+    remote traceback as __cause__; nothing is raised and the job goes on. Without ret=True,
+    or on one element, the keyword is refused where it is written."""
+    from shoal.errors import UsageError
+
+    w = shoal.Array(Worker, 6)
+    out = await w.check({4, 1}, ret=True, return_exceptions=True)
+    assert [type(v).__name__ for v in out] == ["int", "ValueError", "int", "int",
+                                               "ValueError", "int"], out
+    assert out[0] == 0 and out[5] == 5 and str(out[4]) == "element 4 is bad", out
+    assert "Worker[4].check raised" in str(out[4].__cause__), out[4].__cause__
+    out = await w.later("missing", ret=True, return_exceptions=True)  # coroutines too
+    assert len(out) == 6 and all(isinstance(v, KeyError) for v in out), out
+    assert await w.check(set(), ret=True, return_exceptions=True) == list(range(6))
+    for call, said in [(lambda: w.check({1}, return_exceptions=True), "goes with ret=True"),
+                       (lambda: w.check({1}, awaitable=True, return_exceptions=True),
+                        "goes with ret=True"),
+                       (lambda: w[1].check({1}, ret=True, return_exceptions=True),
+                        "a call to one element raises")]:
+        try:
+            call()
+        except UsageError as exc:
+            assert said in str(exc), exc
+        else:
+            raise AssertionError(f"accepted: {said}")
+
+
 async def broadcast_awaitable():
     """awaitable=True: the same when waiting only for completion."""
     w = shoal.Array(Worker, 5)
@@ -124,4 +153,4 @@ async def unpicklable():
 if __name__ == "__main__":
     main({"element_call": element_call, "coroutine_call": coroutine_call,
           "broadcast_ret": broadcast_ret, "broadcast_awaitable": broadcast_awaitable,
-          "nested": nested, "unpicklable": unpicklable})
+          "nested": nested, "unpicklable": unpicklable, "broadcast_list": broadcast_list})

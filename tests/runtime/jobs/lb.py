@@ -104,6 +104,7 @@ async def atsync():
     assert sum(h["migrations"] for h in history) > 0
     moved = sum(1 for r in rows if len(set(r[3])) > 1)
     assert moved > 0  # some element ran on more than one PE
+    await shoal.destroy(arr)  # (an at_sync array made after this one balances alone)
     return [round(h["before"], 2) for h in history], moved, _root_objects(history, rows)
 
 
@@ -343,7 +344,70 @@ async def every_k():
     return sorted(worked.items())
 
 
+class Pinned(shoal.Chare):
+    """An at_sync element; the heavy even ones are not migratable (charm4py's
+    tests/migration/test_nonmigratables.py, with every strategy)."""
+
+    def __init__(self, done):
+        self.done = done
+        self.it = 0
+        self.pes = []
+        i = self.thisIndex[0]
+        if i < HEAVY and i % 2 == 0:
+            self.setMigratable(False)  # charm4py's spelling of self.migratable = False
+        self.refused = None
+
+    def iterate(self):
+        i = self.thisIndex[0]
+        self.pes.append(shoal.my_pe())
+        if not self.migratable and self.it == 0:
+            try:
+                self.migrate((shoal.my_pe() + 1) % shoal.num_pes())
+            except shoal.UsageError as exc:
+                self.refused = str(exc)
+        spin(LIGHT_S * (6 if i < HEAVY else 1), time.process_time)
+        self.at_sync()
+
+    def resume_from_sync(self):
+        self.it += 1
+        if self.it < 4:
+            self.iterate()
+        else:
+            self.contribute((self.thisIndex[0], self.migratable, tuple(self.pes),
+                             self.refused), Reducer.gather, self.done)
+
+
+async def pinned():
+    """Non-migratable elements (self.setMigratable(False)) stay on their PE through every
+    balancing step while the balancer moves the others; their load counts on their PE
+    (fixed load: the heavy pinned ones on PE 0 push the movable load off it); migrate()
+    on one is refused with a UsageError."""
+    done = shoal.future()
+    before = len(shoal.lb_history())
+    shoal.Array(Pinned, N, args=(done,), at_sync=True).iterate()
+    rows = await done
+    steps = shoal.lb_history()[before:]
+    assert len(steps) == 4, steps
+    fixed = [r for r in rows if r[0] < HEAVY and r[0] % 2 == 0]
+    assert len(fixed) == HEAVY // 2
+    for i, migratable, pes, refused in rows:
+        if i < HEAVY and i % 2 == 0:
+            assert not migratable and len(set(pes)) == 1 and pes[0] == 0, (i, pes)
+            assert refused is not None and "not migratable" in refused, refused
+        else:
+            assert migratable and refused is None
+    moved = [i for i, m, pes, _ in rows if len(set(pes)) > 1]
+    assert moved, rows  # the balancer did move the others
+    # PE 0 keeps its pinned heavy load: the movable elements left it for the other PEs
+    # (in units of the light load; where each ran its first and its last iteration)
+    def movable_on_0(k):
+        return sum(6 if i < HEAVY else 1 for i, m, pes, _ in rows if m and pes[k] == 0)
+
+    assert movable_on_0(-1) < movable_on_0(0), rows
+    return len(moved)
+
+
 if __name__ == "__main__":
     main({"atsync": atsync, "periodic": periodic, "periodic_collectives": periodic_collectives,
           "auto_balanced": auto_balanced, "auto_imbalance": auto_imbalance,
-          "topo_ring": topo_ring, "every_k": every_k})
+          "topo_ring": topo_ring, "every_k": every_k, "pinned": pinned})

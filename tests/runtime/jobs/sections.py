@@ -338,8 +338,143 @@ async def caller_sends_little():
     return {kind: sent.count(kind) for kind in sorted(set(sent))}
 
 
+class Side(shoal.Chare):
+    """The entry methods the collections of a combined section share (their classes
+    differ: Left, Right)."""
+
+    base = 0
+
+    def __init__(self):
+        self.got = []
+        self.rng = random.Random(self.base + self.thisIndex[0])
+
+    def mark(self, tag):
+        self.got.append(tag)
+        return (type(self).__name__, self.thisIndex[0])
+
+    def add(self, sec, fut):
+        self.contribute(self.base + self.thisIndex[0], Reducer.sum, fut, section=sec)
+
+    def gather_in(self, sec, fut):
+        self.contribute(type(self).__name__[0], Reducer.gather, fut, section=sec)
+
+    async def mean(self, sec, fut):
+        total = await self.allreduce(1, Reducer.sum, section=sec)
+        self.contribute(total, Reducer.max, fut, section=sec)
+
+    def step(self, sec, rnd, fut):
+        self.got.append(rnd)
+        self.contribute(self.base + rnd, Reducer.sum, fut, section=sec)
+        if self.migratable:  # (array elements: group members never move)
+            self.migrate(self.rng.randrange(shoal.num_pes()))
+
+    def check(self, bad):
+        if (type(self).__name__, self.thisIndex[0]) in bad:
+            raise ValueError(f"{type(self).__name__} {self.thisIndex[0]} is bad")
+        return self.thisIndex[0]
+
+    def tags(self):
+        return self.got
+
+
+class Left(Side):
+    base = 1000
+
+    def only_left(self):
+        pass
+
+
+class Right(Side):
+    base = 100
+
+
+class Ground(Side):  # a group's class
+    base = 10
+
+
+async def combined():
+    """shoal.combine (charm4py's charm.combine): one section over a section of an array, a
+    whole array of another class and a group, with the array given twice (counted once).
+    Element 0 of each collection is its own member. Multicasts reach each member once, in
+    order, while the array elements migrate; ret=True lists the values collection by
+    collection in the order given; reductions, gathers and allreduce span every member."""
+    p = shoal.num_pes()
+    a = shoal.Array(Left, 8)
+    b = shoal.Array(Right, 6)
+    g = shoal.Group(Ground)
+    sec = shoal.combine(a[::2], b, g, b[0:2])
+    members = ([("Left", i) for i in range(0, 8, 2)] + [("Right", i) for i in range(6)]
+               + [("Ground", q) for q in range(p)])
+    assert len(sec) == len(members)
+    assert await sec.mark("m", ret=True) == members
+    assert await sec.mark("w", awaitable=True) is None
+    fut = shoal.future()
+    sec.add(sec, fut)
+    want = (sum(1000 + i for i in range(0, 8, 2)) + sum(100 + i for i in range(6))
+            + sum(10 + q for q in range(p)))
+    assert await fut == want
+    fut = shoal.future()
+    sec.gather_in(sec, fut)
+    assert await fut == [name[0] for name, _ in members]
+    fut = shoal.future()
+    sec.mean(sec, fut)
+    assert await fut == len(members)
+    rounds = 8
+    futs = []
+    for rnd in range(rounds):  # the array elements wander while these are under way
+        futs.append(shoal.future())
+        sec.step(sec, rnd, futs[-1])
+    for rnd, f in enumerate(futs):
+        assert await f == (4 * (1000 + rnd) + 6 * (100 + rnd) + p * (10 + rnd)), rnd
+    every = ["m", "w", *range(rounds)]
+    assert await a.tags(ret=True) == [every if i % 2 == 0 else [] for i in range(8)]
+    assert await b.tags(ret=True) == [every] * 6
+    assert await g.tags(ret=True) == [every] * p
+    await _combined_failures(sec, members, a, b)
+    return len(sec)
+
+
+async def _combined_failures(sec, members, a, b):
+    """A combined section's failures: in their places with return_exceptions=True, else
+    the first failing member's in the list's order; bad calls refused."""
+    from shoal.errors import UsageError
+
+    p = shoal.num_pes()
+    bad = [("Right", 4), ("Left", 2)]
+    out = await sec.check(bad, ret=True, return_exceptions=True)
+    assert len(out) == len(members)
+    for (name, i), v in zip(members, out, strict=True):  # failures in their places
+        if (name, i) in bad:
+            assert type(v) is ValueError and str(v) == f"{name} {i} is bad", v
+            assert "raised:" in str(v.__cause__)  # the remote traceback came along
+        else:
+            assert v == i, out
+    try:
+        await sec.check([("Ground", p - 1), ("Right", 1)], ret=True)
+    except ValueError as exc:  # the first failing member in the list's order
+        assert str(exc) == "Right 1 is bad", exc
+    else:
+        raise AssertionError("no error")
+    try:
+        sec.only_left()
+    except AttributeError as exc:
+        assert "Right, Ground have no entry method 'only_left'" in str(exc), exc
+    else:
+        raise AssertionError("only_left")
+    for bad, said in [(lambda: shoal.combine(), "at least one"),
+                      (lambda: shoal.combine(a, b[1]), "not one element"),
+                      (lambda: shoal.combine(shoal.Array(Left, ndims=1)), "filled by insertion"),
+                      (lambda: shoal.combine(a, 3), "not 3")]:
+        try:
+            bad()
+        except UsageError as exc:
+            assert said in str(exc), (said, str(exc))
+        else:
+            raise AssertionError(f"accepted: {said}")
+
+
 if __name__ == "__main__":
     main({"slices": slices, "reductions": reductions, "groups": groups,
           "overlapping": overlapping, "migrating": migrating, "from_elements": from_elements,
           "sparse": sparse, "caller_sends_little": caller_sends_little,
-          "awaitable": awaitable})
+          "awaitable": awaitable, "combined": combined})

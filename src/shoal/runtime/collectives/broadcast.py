@@ -8,7 +8,8 @@ insertion. With ``ret=True`` the root gathers every element's return value and r
 caller's future with them in index order; with ``awaitable=True`` it gathers only that each
 element ran it, and resolves the future to None. If an element raised, the future carries
 the failure of the lowest such index (:mod:`shoal.runtime.failure`), raised where it is
-awaited.
+awaited; with ``ret=True, return_exceptions=True`` the list instead, each failing element's
+exception in its place.
 
 PEs receive broadcasts at different times, so an element that migrates may arrive ahead of
 or behind its new PE. Behind: the new PE replays the ones it missed from its ``history`` of
@@ -36,9 +37,18 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.errors import ShoalError
 from shoal.runtime.collection import HISTORY, Collection, Slot
-from shoal.runtime.failure import gathered
+from shoal.runtime.failure import gathered, listed
 from shoal.runtime.futures import BroadcastReturn
-from shoal.runtime.protocol import B_NUM, B_PRIO, BCAST, INVOKE, REPLAY, RET_VALUES, children
+from shoal.runtime.protocol import (
+    B_NUM,
+    B_PRIO,
+    BCAST,
+    INVOKE,
+    KEEP,
+    REPLAY,
+    RET_LIST,
+    children,
+)
 
 if TYPE_CHECKING:
     from shoal.runtime.interfaces import Core
@@ -65,7 +75,7 @@ class Broadcasts:
             return
         num = coll.bcast_count + 1
         if fut is not None:  # the root gathers the elements' return values
-            coll.rets[num] = [fut, {}, coll.members, ret == RET_VALUES]
+            coll.rets[num] = [fut, {}, coll.members, ret]
             self._ret_check(coll, num)
         self.on_bcast((BCAST, cid, num, name, args, kwargs, prio, ret))
 
@@ -130,7 +140,7 @@ class Broadcasts:
             self.rt.migration.move_first(slot, self.run_bcast, env, prio)  # first
             return
         self.rt._run_invoke(slot, (INVOKE, cid, slot.index, name, args, kwargs, None, 0, prio,
-                                   BroadcastReturn(cid, num, ret == RET_VALUES) if ret else None,
+                                   BroadcastReturn(cid, num, ret in KEEP) if ret else None,
                                    self.rt.pe, 0))
 
     def catch_up(self, coll: Collection, slot: Slot, fetches: list[tuple] | None) -> None:
@@ -225,8 +235,12 @@ class Broadcasts:
         taken when the root numbers the broadcast (elements inserted later run only later
         broadcasts) and lowered when an element is reported deleted before running it (a
         report may come late: until then the count is too high, never too low)."""
-        fut, values, members, keep = coll.rets[num]
+        fut, values, members, ret = coll.rets[num]
         if len(values) == members:
             del coll.rets[num]
-            result = gathered(values) or ([values[i] for i in sorted(values)] if keep else None)
+            if ret == RET_LIST:  # return_exceptions=True: failures in their places
+                result: Any = listed(values, sorted(values))
+            else:
+                result = gathered(values) or ([values[i] for i in sorted(values)]
+                                              if ret in KEEP else None)
             self.rt.resolve(fut.pe, fut.fid, result)

@@ -37,6 +37,14 @@ and the partial results of every PE; a restart rebuilds each tree from the homes
 new number of PEs, and a reduction that was in progress finishes with its remaining
 contributions sent straight to the root (``Part.direct``), where the saved partials wait.
 A section of a group whose members do not all exist on the new number of PEs is refused.
+
+**Combined sections** (``shoal.combine(arr, group, arr2[0:4], ...)``, charm4py's
+``charm.combine``): one section over the members of several arrays, groups and sections
+(those made on this PE). Every member is a key ``(cid, index)``, so element ``(0,)`` of two
+arrays are two members; the tree is planned by home PE as above, a multicast reaches each
+member once, a reduction counts each once, and ``ret=True`` lists the values collection by
+collection in the order given to ``combine``, each in index order. The classes may differ:
+the section proxy has the entry methods they all have.
 """
 
 from __future__ import annotations
@@ -47,12 +55,13 @@ from typing import TYPE_CHECKING, Any
 from shoal.errors import CheckpointError, UsageError
 from shoal.runtime import reducers
 from shoal.runtime.collectives.reduction import check_target, combine, deliver
-from shoal.runtime.failure import Failure, gathered
+from shoal.runtime.failure import Failure, gathered, listed
 from shoal.runtime.futures import Future, Gather
 from shoal.runtime.protocol import (
     ARITY,
     INVOKE,
-    RET_VALUES,
+    KEEP,
+    RET_LIST,
     SEC_MCAST,
     SEC_NEW,
     SEC_RED,
@@ -60,8 +69,10 @@ from shoal.runtime.protocol import (
     SEC_RET,
 )
 from shoal.runtime.proxy import SectionProxy, section_class
+from shoal.runtime.selection import select
 
 if TYPE_CHECKING:
+    from shoal.runtime.chare import Chare
     from shoal.runtime.collection import Slot
     from shoal.runtime.interfaces import Core
     from shoal.runtime.proxy import CollectionProxy
@@ -74,20 +85,21 @@ class Part:
     the tree, how many members its subtree holds, and its partial results; at the root
     also every member, the multicast count and the gathers of ``ret=True`` multicasts."""
 
-    __slots__ = ("children", "cid", "direct", "expect", "mcast", "members", "own",
+    __slots__ = ("children", "cids", "direct", "expect", "mcast", "members", "own",
                  "own_set", "parent", "reds", "rets")
 
-    def __init__(self, cid: int, own: list[tuple[int, ...]], parent: int | None,
-                 children: list[int], expect: int, direct: set[int]):
-        self.cid = cid
-        self.own = own
+    def __init__(self, cids: tuple[int, ...], own: list[tuple[int, tuple[int, ...]]],
+                 parent: int | None, children: list[int], expect: int, direct: set[int]):
+        self.cids = cids  # its collections (several: a combined section)
+        self.own = own  # (cid, index) of each member whose home is this PE
         self.own_set = frozenset(own)
         self.parent = parent  # None at the root
         self.children = children
         self.expect = expect  # contributions per reduction in this PE's subtree
         self.direct = direct  # reductions restarted from a checkpoint: straight to the root
         self.reds: dict[int, list[Any]] = {}  # reduction -> [value, count, reducer, target]
-        self.members: list[tuple[int, ...]] | None = None  # the root: every member
+        # the root: every member, (cid, index), in the order of ret=True's list
+        self.members: list[tuple[int, tuple[int, ...]]] | None = None
         self.mcast = 0  # the root: multicasts numbered
         # the root: multicast -> [future, {index: value}, whether the values are kept]
         self.rets: dict[int, list[Any]] = {}
@@ -107,7 +119,7 @@ class SectionReturn(Gather):
     def answer(self, rt: Core, slot: Slot, value: Any) -> None:
         if not (self.values or type(value) is Failure):
             value = None
-        rt.send(rt.sections.root(self.sid), (SEC_RET, self.sid, self.num, slot.index, value))
+        rt.send(rt.sections.root(self.sid), (SEC_RET, self.sid, self.num, slot.key, value))
 
 
 class AllreduceResult:
@@ -140,36 +152,93 @@ class Sections:
     def create(self, proxy: CollectionProxy, members: list[tuple[int, ...]]) -> SectionProxy:
         """A section of ``members`` (sorted, each once) of ``proxy``'s collection, rooted
         here."""
+        assert proxy._chare is not None
+        return self._make((proxy.cid,), [(proxy.cid, index) for index in members],
+                          (proxy._chare,))
+
+    def combine(self, proxies: tuple[Any, ...]) -> SectionProxy:
+        """``shoal.combine(*proxies)``: one section over every member of the arrays,
+        groups and sections given (sections made on this PE), rooted here; an element
+        named twice counts once."""
+        if not proxies:
+            raise UsageError("shoal.combine() needs at least one array, group or section")
+        cids: list[int] = []
+        chares: list[type[Chare]] = []
+        keys: dict[tuple[int, tuple[int, ...]], None] = {}
+        for proxy in proxies:
+            for cid, index in self._members_of(proxy):
+                keys.setdefault((cid, index), None)
+                if cid not in cids:
+                    cids.append(cid)
+                    chares.append(self.rt.colls[cid].cls)
+        order = {cid: k for k, cid in enumerate(cids)}
+        members = sorted(keys, key=lambda key: (order[key[0]], key[1]))
+        return self._make(tuple(cids), members, tuple(dict.fromkeys(chares)))
+
+    def _members_of(self, proxy: Any) -> list[tuple[int, tuple[int, ...]]]:
+        """The members, ``(cid, index)``, of what ``combine`` was given."""
+        from shoal.runtime.proxy import CollectionProxy, ElementProxy
+
+        if isinstance(proxy, SectionProxy):
+            part = self.parts.get(proxy.sid)
+            if part is None or part.members is None:
+                raise UsageError(f"shoal.combine: {proxy!r} was made on PE "
+                                 f"{self.root(proxy.sid)}; combine a section on the PE "
+                                 "that made it, or combine its array or group")
+            return part.members
+        if isinstance(proxy, CollectionProxy):
+            if proxy.dims is None:
+                raise UsageError(f"shoal.combine: {proxy!r} is an array filled by "
+                                 "insertion, which has no shape to take every element "
+                                 "of: combine a section of it (arr[0:8, 0:2] or "
+                                 "arr.section([...]))")
+            if proxy.cid in self.rt.location.destroyed:
+                raise self.rt.location.gone(proxy.cid)
+            return [(proxy.cid, index) for index in proxy._members(
+                select((Ellipsis,), proxy.ndims, proxy.dims), "[...]")]
+        if isinstance(proxy, ElementProxy):
+            raise UsageError(f"shoal.combine takes arrays, groups and sections, not one "
+                             f"element ({proxy!r}): give a section of it "
+                             "(arr.section([i]))")
+        raise UsageError(f"shoal.combine takes arrays, groups and sections, not {proxy!r}")
+
+    def _make(self, cids: tuple[int, ...], members: list[tuple[int, tuple[int, ...]]],
+              chares: tuple[type[Chare], ...]) -> SectionProxy:
         rt = self.rt
         sid = (rt.pe << 20) | self.count
         self.count += 1
-        assert proxy._chare is not None
-        self.on_new((SEC_NEW, sid, proxy.cid, None, members, ()))
-        return section_class(proxy._chare)(proxy.cid, sid, len(members))
+        self.on_new((SEC_NEW, sid, cids, None, members, ()))
+        return section_class(*chares)(cids[0], sid, len(members), cids)
+
+    def _colls(self, cids: tuple[int, ...], env: tuple) -> bool:
+        """Every collection of a section is here (else ``env`` waits for the first that is
+        not, or is dropped if it was destroyed)."""
+        rt = self.rt
+        return all(rt.collection(cid, env) is not None for cid in cids)
 
     def on_new(self, env: tuple) -> None:
         """Keep this PE's part of the tree and send each child its subtree's plan (at the
         root, ``tree`` is None and ``plan`` the members: plan first)."""
-        _, sid, cid, tree, plan, direct = env
+        _, sid, cids, tree, plan, direct = env
         rt = self.rt
-        coll = rt.collection(cid, env)
-        if coll is None:
+        if not self._colls(cids, env):
             return
         members = None
         if tree is None:
             members = plan
             plan = {}
-            for index in members:
-                plan.setdefault(coll.home(index), []).append(index)
+            colls = rt.colls
+            for cid, index in members:
+                plan.setdefault(colls[cid].home(index), []).append((cid, index))
             tree = [rt.pe, *sorted(p for p in plan if p != rt.pe)]
         pos = tree.index(rt.pe)
         kids = list(range(pos * ARITY + 1, min(pos * ARITY + ARITY + 1, len(tree))))
-        part = Part(cid, plan.get(rt.pe, []), None if pos == 0 else tree[(pos - 1) // ARITY],
+        part = Part(cids, plan.get(rt.pe, []), None if pos == 0 else tree[(pos - 1) // ARITY],
                     [tree[k] for k in kids], sum(len(v) for v in plan.values()), set(direct))
         part.members = members
         for k in kids:
             sub = {tree[q]: plan[tree[q]] for q in _subtree(k, len(tree)) if tree[q] in plan}
-            rt.send(tree[k], (SEC_NEW, sid, cid, tree, sub, direct))
+            rt.send(tree[k], (SEC_NEW, sid, cids, tree, sub, direct))
         self.parts[sid] = part
         for early in self.early.pop(sid, ()):
             self.on_red(early)
@@ -178,40 +247,41 @@ class Sections:
     def multicast(self, proxy: SectionProxy, name: str, args: tuple, kwargs: dict | None,
                   ret: int, prio: int) -> Future | None:
         """``sec.method(*args)``: to the root, which numbers it and sends it down; ``ret``:
-        what the caller's future gathers (``RET_VALUES``, ``RET_DONE``; 0: no future)."""
+        what the caller's future gathers (``RET_VALUES``, ``RET_DONE``, ``RET_LIST``; 0: no
+        future)."""
         rt = self.rt
         fut = rt.future() if ret else None
-        rt.send(self.root(proxy.sid), (SEC_REQ, proxy.sid, proxy.cid, name, args, kwargs,
+        rt.send(self.root(proxy.sid), (SEC_REQ, proxy.sid, proxy.cids, name, args, kwargs,
                                        prio, fut, ret))
         return fut
 
     def on_req(self, env: tuple) -> None:
-        _, sid, cid, name, args, kwargs, prio, fut, ret = env
-        if self.rt.collection(cid, env) is None:
+        _, sid, cids, name, args, kwargs, prio, fut, ret = env
+        if not self._colls(cids, env):
             return
-        part = self._part(sid, cid)
+        part = self._part(sid, cids)
         part.mcast += 1
         num = part.mcast
         if fut is not None:
-            part.rets[num] = [fut, {}, ret == RET_VALUES]
-        self.on_mcast((SEC_MCAST, sid, cid, num, name, args, kwargs, prio, ret))
+            part.rets[num] = [fut, {}, ret]
+        self.on_mcast((SEC_MCAST, sid, cids, num, name, args, kwargs, prio, ret))
 
     def on_mcast(self, env: tuple) -> None:
         """Down the tree; to each member whose home is here, once, in multicast order."""
-        _, sid, cid, num, name, args, kwargs, prio, ret = env
+        _, sid, cids, num, name, args, kwargs, prio, ret = env
         rt = self.rt
-        coll = rt.collection(cid, env)
-        if coll is None:
+        if not self._colls(cids, env):
             return
         part = self.parts[sid]
         for child in part.children:
             rt.send(child, env)
-        to = SectionReturn(sid, num, ret == RET_VALUES) if ret else None
+        to = SectionReturn(sid, num, ret in KEEP) if ret else None
         src = (SECTION, sid)
-        local = coll.local
-        for index in part.own:
+        colls = rt.colls
+        for cid, index in part.own:
+            coll = colls[cid]
             menv = (INVOKE, cid, index, name, args, kwargs, src, num - 1, prio, to, rt.pe, 0)
-            slot = local.get(index)
+            slot = coll.local.get(index)
             if slot is None:  # it migrated (or is not inserted yet): where the home knows
                 rt.location.route(coll, menv)
             else:
@@ -219,23 +289,37 @@ class Sections:
 
     def on_ret(self, env: tuple) -> None:
         """At the root: a member's answer; once every member has answered, the caller's
-        future gets their values in index order (``ret=True``), None (``awaitable=True``),
-        or the lowest failing index's failure."""
-        _, sid, num, index, value = env
+        future gets their values in member order (``ret=True``; with
+        ``return_exceptions=True`` each failure's exception in its place), None
+        (``awaitable=True``), or the lowest failing member's failure."""
+        _, sid, num, key, value = env
         part = self.parts[sid]
-        fut, values, keep = part.rets[num]
-        values[index] = value
-        assert part.members is not None
-        if len(values) == len(part.members):
+        fut, values, ret = part.rets[num]
+        values[key] = value
+        members = part.members
+        assert members is not None
+        if len(values) == len(members):
             del part.rets[num]
-            result = (gathered(values, "multicast")
-                      or ([values[i] for i in sorted(values)] if keep else None))
+            # keys as the caller knows them, sorted in member order: an index, or for a
+            # combined section (the collection's place in combine(), index)
+            named: dict[Any, Any]
+            if len(part.cids) == 1:
+                named = {k[1]: values[k] for k in members}
+            else:
+                place = {cid: k for k, cid in enumerate(part.cids)}
+                named = {(place[k[0]], k[1]): values[k] for k in members}
+            result: Any
+            if ret == RET_LIST:
+                result = listed(named, list(named))
+            else:
+                result = (gathered(named, "multicast")
+                          or (list(named.values()) if ret in KEEP else None))
             self.rt.resolve(fut.pe, fut.fid, result)
 
-    def _part(self, sid: int, cid: int) -> Part:
+    def _part(self, sid: int, cids: tuple[int, ...]) -> Part:
         part = self.parts.get(sid)
         if part is None:
-            name = self.rt.colls[cid].cls.__name__
+            name = self.rt.colls[cids[0]].cls.__name__
             raise UsageError(f"section {sid} of {name} is unknown here (a proxy kept from "
                              "another run?): make the section again")
         return part
@@ -270,14 +354,16 @@ class Sections:
             raise UsageError(f"section= takes a section proxy (arr[0:8], arr.section([...])), "
                              f"not {section!r}")
         coll = slot.coll
-        if section.cid != coll.cid:
+        cids = section.cids
+        if coll.cid not in cids:
             raise UsageError(f"{coll.cls.__name__}{list(slot.index)} is not in {section!r}: "
                              "that section holds elements of another collection")
         sid = section.sid
         r = slot.sections.get(sid, 0)
         slot.sections[sid] = r + 1
-        if reducer is reducers.Reducer.gather:
-            value = [(slot.index, value)]
+        if reducer is reducers.Reducer.gather:  # (in member order, as ret=True lists them)
+            value = [(slot.index if len(cids) == 1 else (cids.index(coll.cid), slot.index),
+                      value)]
         env = (SEC_RED, sid, coll.cid, r, value, 1, reducer, target, slot.index)
         home = coll.home(slot.index)
         if home == self.rt.pe:
@@ -296,7 +382,7 @@ class Sections:
         if part is None:  # its SEC_NEW is on the way
             self.early.setdefault(sid, []).append(env)
             return
-        if index is not None and index not in part.own_set:
+        if index is not None and (cid, index) not in part.own_set:
             raise UsageError(f"{coll.cls.__name__}{list(index)} contributed to section {sid}, "
                              "which it is not a member of")
         if part.parent is not None and r in part.direct:
@@ -317,7 +403,7 @@ class Sections:
         complete, nothing is in flight)."""
         return {"sections": {
             "count": self.count,
-            "parts": {sid: {"cid": part.cid, "members": part.members, "mcast": part.mcast,
+            "parts": {sid: {"cids": part.cids, "members": part.members, "mcast": part.mcast,
                             "rets": part.rets, "reds": part.reds}
                       for sid, part in self.parts.items()}}}
 
@@ -337,13 +423,14 @@ class Sections:
         for sid, saved in defs.items():
             if self.root(sid) != rt.pe:
                 continue
-            coll = rt.colls[saved["cid"]]
-            if coll.kind == "group" and any(index[0] >= rt.npes for index in saved["members"]):
-                raise CheckpointError(f"a section of group {coll.cls.__name__} names members "
-                                      f"beyond the {rt.npes} PEs of this run: restart it on "
-                                      f"{len(infos)} PEs")
+            for cid, index in saved["members"]:
+                coll = rt.colls[cid]
+                if coll.kind == "group" and index[0] >= rt.npes:
+                    raise CheckpointError(f"a section of group {coll.cls.__name__} names "
+                                          f"members beyond the {rt.npes} PEs of this run: "
+                                          f"restart it on {len(infos)} PEs")
             direct = sorted({r for r, _ in partials.get(sid, ())})
-            self.on_new((SEC_NEW, sid, saved["cid"], None, saved["members"], direct))
+            self.on_new((SEC_NEW, sid, saved["cids"], None, saved["members"], direct))
             part = self.parts[sid]
             part.mcast, part.rets = saved["mcast"], saved["rets"]
             for r, (value, count, reducer, target) in partials.get(sid, ()):

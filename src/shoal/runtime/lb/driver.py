@@ -346,7 +346,7 @@ class Balancer:
                 keys.append(slot.key)
                 load.append(_period_load(slot, total) * share)
                 size.append(_packed_size(slot))
-                movable.append(can and not slot.active)
+                movable.append(can and not slot.active and not slot.pinned)
                 pos.append(_position(slot))
                 for dst, v in slot.out.items():  # [messages, bytes, and at the last step]
                     if v[0] > v[2]:
