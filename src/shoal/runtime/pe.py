@@ -111,6 +111,11 @@ def _precise_sleep() -> None:
             pass
 
 
+# why a future may get a second value, said with the error
+SECOND = (": a future takes one value (shoal.future(n): n values); were two reductions "
+          "given it as target (a section's members contribute with section=sec, or each "
+          "collection of the section reduces on its own)?")
+
 class Runtime:
     """The PE core: scheduler, sends, entry-method invocation and futures of one PE, and
     its managers (``location``, ``migration``, ``broadcasts``, ``reductions``,
@@ -656,7 +661,7 @@ class Runtime:
             if coll is not None:
                 what = f"{coll.cls.__name__}{list(key[1])}.{what}"
             raise UsageError(f"future {fid} of PE {self.pe} received a second value from "
-                             f"PE {pe}, {what}")
+                             f"PE {pe}, {what}{SECOND}")
         self.resolve(self.pe, fid, value)
 
     def future(self, n: int | None = None) -> Future:
@@ -693,7 +698,7 @@ class Runtime:
             return
         fut = self.futures.pop(fid, None)
         if fut is None:
-            raise UsageError(f"future {fid} of PE {pe} received a second value")
+            raise UsageError(f"future {fid} of PE {pe} received a second value{SECOND}")
         if fut.values is not None:  # shoal.future(n)
             fut.values.append(value)
             if len(fut.values) < fut.count:
