@@ -32,15 +32,18 @@ def ctl(*args: object) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=TIMEOUT)
 
 
-def ranks(program: Path) -> int:
-    """Processes running ``python program`` (the job's ranks, not mpiexec or shoal run)."""
+def ranks(program: Path, home: Path) -> int:
+    """Processes running ``python program`` in job directory ``home`` (the job's ranks, not
+    mpiexec or shoal run, nor another test's ranks of the same program under pytest -n)."""
+    mark = f"{jd.ENV}={home}".encode()
     count = 0
     for proc in Path("/proc").iterdir():
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
+            ours = mark in (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if len(argv) > 1 and b"python" in argv[0] and argv[1] == bytes(program):
+        if ours and len(argv) > 1 and b"python" in argv[0] and argv[1] == bytes(program):
             count += 1
     return count
 
@@ -76,7 +79,7 @@ def test_a_job_shrunk_then_expanded_while_it_runs_ends_bit_identical(plain, tmp_
             out = ctl(home, command, pes)
             assert out.returncode == 0, out.stderr
             assert f"{command} from {5 - pes} to {pes} PEs in" in out.stdout
-            assert ranks(JOB) == pes  # the old launch's processes are gone
+            assert ranks(JOB, home) == pes  # the old launch's processes are gone
         stdout, stderr = job.communicate(timeout=4 * TIMEOUT)
     finally:
         job.kill()
@@ -88,7 +91,7 @@ def test_a_job_shrunk_then_expanded_while_it_runs_ends_bit_identical(plain, tmp_
     assert f"job directory {home}" in stderr
     assert not home.exists()  # shoal run made it: removed, with the resize checkpoints
     assert not (jd.SHM / f"shoal-{home.name}").exists()
-    assert ranks(JOB) == 0
+    assert ranks(JOB, home) == 0
 
 
 @pytest.fixture

@@ -35,10 +35,10 @@ from itertools import product
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 import shoal
 from shoal.errors import UsageError
+from shoal.jit import njit
 
 # the 27 neighbour offsets of a cell (itself included), in a fixed order
 OFFSETS: tuple[tuple[int, int, int], ...] = tuple(product((-1, 0, 1), repeat=3))

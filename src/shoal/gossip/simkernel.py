@@ -39,7 +39,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from shoal.jit import njit
 
 # counters
 SENT, LOST, TO_DEAD, DELIVERED, RESCANS = range(5)

@@ -11,9 +11,9 @@ Loads are *scaled* by the PE capacities (:mod:`shoal.runtime.lb.common`).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from shoal.errors import UsageError
+from shoal.jit import njit
 from shoal.runtime.lb.common import (
     capacity,
     fixed_load,

@@ -23,9 +23,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from shoal.errors import UsageError
+from shoal.jit import njit
 from shoal.runtime.lb.database import LBDatabase
 from shoal.runtime.lb.greedy import greedy_refine
 from shoal.runtime.lb.machine import Machine

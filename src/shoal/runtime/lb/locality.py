@@ -37,8 +37,8 @@ partners and never move. Cost: per pair, the donor's objects and their edges, wi
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from shoal.jit import njit
 from shoal.runtime.lb.common import adjacency, edge_seconds
 from shoal.runtime.lb.costs import DEFAULT, Link
 from shoal.runtime.lb.database import LBDatabase
