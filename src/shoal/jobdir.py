@@ -216,6 +216,12 @@ class JobDir:
     def running(self) -> dict[str, Any] | None:
         return read_json(self.path / RUNNING)
 
+    def refuse_request(self, npes: int, request: dict[str, Any], why: str) -> None:
+        """PE 0: the resize ``request`` cannot be served (``why``); the job goes on at
+        ``npes`` PEs and ``shoal ctl`` says why."""
+        running = self.running() or {"pes": npes, "at": time.time()}
+        self._write(RUNNING, {**running, "refused": {"at": request.get("at"), "why": why}})
+
     def ask_resize(self, pes: int, at: float) -> None:
         """``shoal ctl``: ask the job to run on ``pes`` PEs."""
         self._write(CONTROL, {"pes": pes, "at": at})

@@ -64,6 +64,29 @@ def plain() -> str:
     return result(out.stdout)["digest"]
 
 
+def test_a_shrink_below_a_group_on_some_pes_is_refused_and_the_job_goes_on(plain, tmp_path):
+    """A group on PE 2 only (Group(cls, pes=[2])) has no member to move: shrink 2 is
+    refused by the job itself, shoal ctl says why (exit 2), and the job ends on 3 PEs as
+    if nothing had been asked."""
+    home = tmp_path / "job"
+    job = subprocess.Popen([sys.executable, "-m", "shoal", "run", "-n", "3", "--jobdir",
+                            str(home), str(JOB), "grouped", STEPS],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_running(home, 3, job)
+        out = ctl(home, "shrink", 2)
+        assert out.returncode == 2, out.stderr
+        assert "Member on PEs [2] need 3 PEs" in out.stderr, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+        stdout, stderr = job.communicate(timeout=4 * TIMEOUT)
+    finally:
+        job.kill()
+    assert job.returncode == 0, stderr[-3000:]
+    got = result(stdout)
+    assert got["digest"] == plain and got["pes"] == 3 and not got["restarted"]
+    assert "resizing" not in stderr
+
+
 @pytest.mark.parametrize("scenario", ["iter", "sync"])
 def test_a_job_shrunk_then_expanded_while_it_runs_ends_bit_identical(plain, tmp_path,
                                                                      scenario):

@@ -25,7 +25,8 @@ def ctl(home: str, command: str, pes: int | None, wait: str) -> None:
     --jobdir): `status` prints its PE count; `shrink N` / `expand N` moves it to N PEs. The
     job checkpoints at its next shoal.iteration() or AtSync point, ends, and shoal run
     relaunches it on N PEs from that checkpoint (Acun14, Section III-D). Prints the time
-    from the request until the job runs at the new size."""
+    from the request until the job runs at the new size. A size the job cannot run on (a
+    group made on some PEs needs each of them) is refused by the job with the reason."""
     from shoal.units import parse_duration
 
     limit = parse_duration(wait, "--wait")
@@ -76,6 +77,9 @@ def _until_running(root: JobDir, pes: int, asked: float, limit: float) -> float:
         running = root.running() or {}
         if running.get("pes") == pes and running.get("at", 0) >= asked:
             return float(running["at"]) - asked
+        refused = running.get("refused") or {}
+        if refused.get("at") == asked:  # the job says why it cannot, and goes on
+            raise UsageError(str(refused.get("why")))
         if root.job() is None:
             _unserved("the job ended before it was resized")
         time.sleep(POLL)

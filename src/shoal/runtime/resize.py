@@ -58,8 +58,26 @@ class Resize:
     def _watch(self) -> None:
         assert self.home is not None
         self.request = self.home.take_request(self.rt.npes)
+        if self.request is not None:
+            why = self._refusal(self.request["pes"])
+            if why is not None:
+                self.home.refuse_request(self.rt.npes, self.request, why)
+                self.request = None
         if self.request is None:
             self.rt.after(POLL, self._watch)
+
+    def _refusal(self, pes: int) -> str | None:
+        """Why the job cannot run on ``pes`` PEs (None: it can): a group on some PEs
+        (``Group(cls, pes=...)``) needs each of them, its members being named by PE."""
+        need = max((coll.pes[-1] + 1 for coll in self.rt.colls.values()
+                    if coll.pes is not None), default=1)
+        if pes >= need:
+            return None
+        groups = [f"{coll.cls.__name__} on PEs {list(coll.pes)}"
+                  for coll in self.rt.colls.values() if coll.pes is not None
+                  and coll.pes[-1] >= pes]
+        return (f"the job cannot run on {pes} PEs: its group(s) {', '.join(groups)} need "
+                f"{need} PEs (a member is named by its PE); resize to {need} PEs or more")
 
     def due(self) -> bool:
         """Is a request waiting for the job's next consistent point?"""

@@ -8,6 +8,7 @@ the test to compare.
 awaits the future the blocks contribute to at the end. ``iter``: main drives the
 iterations and calls ``shoal.iteration(state)`` between them. Both are deterministic: the
 digest of the final blocks is the same whatever PE count, balancing or restarts.
+``grouped``: ``iter`` beside a group on the last PE only.
 """
 
 import hashlib
@@ -97,5 +98,17 @@ async def iterate():
                          "pes": shoal.num_pes()}), flush=True)
 
 
+class Member(shoal.Chare):
+    def where(self):
+        return shoal.my_pe()
+
+
+async def grouped():
+    """``iter`` beside a group on the last PE only (test_resize: no shrink below it)."""
+    last = shoal.num_pes() - 1
+    assert await shoal.Group(Member, pes=[last]).where(ret=True) == [last]
+    await iterate()
+
+
 if __name__ == "__main__":
-    shoal.start({"sync": sync, "iter": iterate}[sys.argv[1]])
+    shoal.start({"sync": sync, "iter": iterate, "grouped": grouped}[sys.argv[1]])
