@@ -79,7 +79,6 @@ from shoal.runtime.protocol import (
     I_SRC,
     INVOKE,
     LOC,
-    RET_LIST,
     children,
     handler_table,
 )
@@ -115,6 +114,7 @@ def _precise_sleep() -> None:
 SECOND = (": a future takes one value (shoal.future(n): n values); were two reductions "
           "given it as target (a section's members contribute with section=sec, or each "
           "collection of the section reduces on its own)?")
+
 
 class Runtime:
     """The PE core: scheduler, sends, entry-method invocation and futures of one PE, and
@@ -457,10 +457,6 @@ class Runtime:
         """Send ``name(*args, **kwargs)`` to an element or (broadcast) a whole collection;
         ``ret``: ``RET_VALUES`` (``ret=True``) or ``RET_DONE`` (``awaitable=True``: of a
         broadcast, a future of its completion) return a future, 0 none."""
-        if ret == RET_LIST and isinstance(target, ElementProxy):
-            raise UsageError("return_exceptions=True is for a broadcast or a section's "
-                             "multicast (a list of values); a call to one element raises "
-                             "its exception where awaited: catch it there")
         fut = self.future() if ret else None
         if isinstance(target, ElementProxy):
             self.invoke(target._dst, name, args, kwargs, prio, fut)

@@ -329,6 +329,10 @@ def _multicaster(name: str) -> Callable[..., Future | None]:
 def _call(rt: Core, proxy: ElementProxy | CollectionProxy, name: str, args: tuple[Any, ...],
           kwargs: dict[str, Any]) -> Future | None:
     ret = _returns(kwargs)
+    if ret == RET_LIST and isinstance(proxy, ElementProxy):
+        raise UsageError("return_exceptions=True is for a broadcast or a section's "
+                         "multicast (a list of values); a call to one element raises "
+                         "its exception where awaited: catch it there")
     prio = kwargs.pop("prio", 0)
     return rt.call(proxy, name, args, kwargs or None, ret, prio)
 

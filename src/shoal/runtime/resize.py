@@ -69,15 +69,14 @@ class Resize:
     def _refusal(self, pes: int) -> str | None:
         """Why the job cannot run on ``pes`` PEs (None: it can): a group on some PEs
         (``Group(cls, pes=...)``) needs each of them, its members being named by PE."""
-        need = max((coll.pes[-1] + 1 for coll in self.rt.colls.values()
-                    if coll.pes is not None), default=1)
-        if pes >= need:
+        groups = [(coll.cls.__name__, coll.pes) for coll in self.rt.colls.values()
+                  if coll.pes is not None and coll.pes[-1] >= pes]
+        if not groups:
             return None
-        groups = [f"{coll.cls.__name__} on PEs {list(coll.pes)}"
-                  for coll in self.rt.colls.values() if coll.pes is not None
-                  and coll.pes[-1] >= pes]
-        return (f"the job cannot run on {pes} PEs: its group(s) {', '.join(groups)} need "
-                f"{need} PEs (a member is named by its PE); resize to {need} PEs or more")
+        need = max(on[-1] for _, on in groups) + 1
+        names = ", ".join(f"{name} on PEs {list(on)}" for name, on in groups)
+        return (f"the job cannot run on {pes} PEs: its group(s) {names} need {need} PEs (a "
+                f"member is named by its PE); resize to {need} PEs or more")
 
     def due(self) -> bool:
         """Is a request waiting for the job's next consistent point?"""
