@@ -40,6 +40,16 @@ def test_a_rank_that_ends_before_start_ends_the_job_with_its_code(how, mode, cod
 
 
 @pytest.mark.parametrize("how", LAUNCHES)
+def test_a_rank_killed_by_a_fatal_signal_shows_its_python_stack(how):
+    # a crash in native code (glibc's free(): invalid pointer aborts) said one line only;
+    # the armed rank's faulthandler prints where in Python it was
+    out = launch(how, 2, "1:abort")
+    assert out.returncode != 0
+    assert "Fatal Python error: Aborted" in out.stderr, out.stderr[-2000:]
+    assert 'early.py", line' in out.stderr and "in leave" in out.stderr, out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("how", LAUNCHES)
 @pytest.mark.parametrize("chare", [True, False], ids=["chare", "no-chare"])
 def test_ranks_that_all_end_without_the_runtime_end_as_before(how, chare):
     out = launch(how, 3, "none", *(() if chare else ("--no-chare",)))

@@ -34,12 +34,15 @@ a rank of an MPI job of several ranks. The exit code is what ``sys.exit`` was gi
 hook records it: Python does not tell ``atexit`` hooks the code), 1 after an uncaught
 exception, else 0. A rank that ends before it is armed, that finalises MPI itself, or that
 is killed, is not seen here (``shoal run`` names a killed rank; MPICH's launcher ends the
-job).
+job). An armed process also turns Python's ``faulthandler`` on: a rank that dies of a fatal
+signal (a crash in native code: ``free(): invalid pointer``, a segmentation fault) prints
+the Python stack of each of its threads before it goes, not only the C library's one line.
 """
 
 from __future__ import annotations
 
 import atexit
+import faulthandler
 import os
 import socket
 import sys
@@ -77,6 +80,8 @@ def arm(chare: type | None = None) -> None:
     if chare is not None and chare.__module__.partition(".")[0] == "shoal":
         return  # shoal's own chares (apps, run_on_all) say nothing about the program
     _State.armed = True
+    if not faulthandler.is_enabled():
+        faulthandler.enable(all_threads=True)
     sys.exit = _recording_exit(sys.exit)
     sys.excepthook = _recording_hook(sys.excepthook)
     atexit.register(_ended)

@@ -1,6 +1,7 @@
 """A rank that ends before ``shoal.start`` (run by test_startup.py):
 ``python early.py MODE [--no-chare]`` where MODE is ``RANK:exit:CODE`` (``sys.exit(CODE)``
-on that rank), ``RANK:return``, ``RANK:raise`` (an uncaught exception) or ``none`` (every
+on that rank), ``RANK:return``, ``RANK:raise`` (an uncaught exception), ``RANK:abort`` (a fatal signal,
+as a crash in native code) or ``none`` (every
 rank uses mpi4py only and ends without the runtime). The other ranks run a short main.
 The program defines a chare class, as programs of the runtime do (which arms the exit hook
 under a plain mpiexec), unless ``--no-chare``: then it is a program that uses mpi4py and
@@ -27,6 +28,8 @@ def leave(how):
         sys.exit(int(how[1]))
     if how[0] == "raise":
         raise ValueError("deliberate failure before shoal.start")
+    if how[0] == "abort":
+        os.abort()
 
 
 def run(mode):
