@@ -9,7 +9,19 @@
   tests), the files that bring up network namespaces and Slurm share one group (never two
   emulated clusters at once), and the longest groups are handed out first so that no
   worker is left with a long file at the end.
+- numba: every kernel, in the tests' processes and in the jobs they launch (which inherit
+  the environment), is compiled with bounds checks, into a cache of its own (numba's cache
+  index does not tell checked code from unchecked). A kernel that indexes out of range
+  raises IndexError instead of corrupting the heap: locality's undo log once wrote past
+  its end and a PE died steps later in ``free(): invalid pointer`` in some parallel suites.
 """
+
+import os
+import tempfile
+
+os.environ["NUMBA_BOUNDSCHECK"] = "1"
+os.environ["NUMBA_CACHE_DIR"] = os.path.join(tempfile.gettempdir(),
+                                             f"shoal-numba-checked-{os.getuid()}")
 
 import pytest
 

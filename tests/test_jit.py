@@ -1,6 +1,6 @@
 """shoal.jit: numba's on-disk cache is loaded and saved under one lock per machine and
 user, so processes compiling the same function at once never mix their cache files
-(numba/numba#4807; seen here as ``free(): invalid pointer`` in a PE on a fresh clone)."""
+(numba/numba#4807)."""
 
 import fcntl
 import subprocess

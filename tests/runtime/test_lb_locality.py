@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import shoal.runtime.lb.greedy as greedy_module
@@ -79,8 +79,18 @@ def cases(draw):
     return db, placement, limit
 
 
+# a donor's objects sent to one receiver, put back, then grown to it again: two moves each
+# in one pair, where the undo log had room for one (found by the suite's bounds checks)
+TWICE = (LBDatabase(load=np.array([1.0, 1.0, 0.0]), pe=np.zeros(3, np.int64), npes=2,
+                    migratable=np.array([True, True, False]), src=np.zeros(4, np.int64),
+                    dst=np.array([0, 0, 1, 0]), messages=np.zeros(4, np.int64),
+                    bytes=np.array([0, 0, 1, 0])),
+         np.array([1, 1, 0]), np.zeros(2))
+
+
 @settings(max_examples=300, deadline=None)
 @given(cases())
+@example(TWICE)
 def test_the_pass_never_raises_a_limit_the_moves_or_the_cut(case):
     db, placement, limit = case
     out = gather_moves(db, placement, limit)

@@ -1,8 +1,8 @@
 """A rank that ends before ``shoal.start`` (run by test_startup.py):
 ``python early.py MODE [--no-chare]`` where MODE is ``RANK:exit:CODE`` (``sys.exit(CODE)``
-on that rank), ``RANK:return``, ``RANK:raise`` (an uncaught exception), ``RANK:abort`` (a fatal signal,
-as a crash in native code) or ``none`` (every
-rank uses mpi4py only and ends without the runtime). The other ranks run a short main.
+on that rank), ``RANK:return``, ``RANK:raise`` (an uncaught exception), ``RANK:abort`` (a
+fatal signal, as a crash in native code) or ``none`` (every rank uses mpi4py only and
+ends without the runtime). The other ranks run a short main.
 The program defines a chare class, as programs of the runtime do (which arms the exit hook
 under a plain mpiexec), unless ``--no-chare``: then it is a program that uses mpi4py and
 imports shoal, like the gossip service."""

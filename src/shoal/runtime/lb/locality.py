@@ -209,7 +209,10 @@ def _gather(w: np.ndarray, origin: np.ndarray, place: np.ndarray, loads: np.ndar
     heap = (np.empty(room), np.empty(room), np.empty(room, np.int64),
             np.empty(room, np.int64))
     version = np.zeros(n, np.int64)
-    undo = np.empty((n, 2), np.int64)
+    # a candidate moves at most twice per pair (put back to d, then grown to r again):
+    # with room for n moves only, the undo log of such a pair wrote past its end, which
+    # corrupted the heap (free(): invalid pointer in a later step of the job)
+    undo = np.empty((2 * n, 2), np.int64)
     for k in range(donors.shape[0]):
         d, r = donors[k], receivers[k]
         cands = members[first[d]:first[d + 1]]
