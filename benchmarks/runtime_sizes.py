@@ -1,10 +1,16 @@
 """One-way time of a numpy array between 2 PEs by size: shoal (large buffers through shared
 memory), shoal-mpi (``shm_bytes=0``: every buffer by MPI, as between nodes) and raw mpi4py
-``Send``/``Recv`` into a buffer it keeps. Ping-pong / 2, jobs interleaved, medians, and the
-spread over runs (see runtime_messaging.py).
+``Send``/``Recv`` into a buffer it keeps; and ``memcpy``, one ``np.copyto`` of the same size
+in one process: the floor of any transfer that moves the bytes once. Ping-pong / 2, jobs
+interleaved, medians, and the spread over runs (see runtime_messaging.py).
 
-Usage: python benchmarks/runtime_sizes.py [--sizes 8B,1KiB,16KiB,64KiB,256KiB,1MiB,4MiB]
-                                          [--runs 3] [--repeat 3]
+A buffer larger than a PE's shared segment (``shm_bytes``, 32 MiB by default) goes by MPI
+even between PEs of a node: the 256 MiB row is MPI's path in both shoal columns unless
+``--shm-bytes`` makes room for it.
+
+Usage: python benchmarks/runtime_sizes.py
+           [--sizes 8B,1KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,256MiB]
+           [--runs 3] [--repeat 3] [--shm-bytes 32MiB]
 """
 
 import argparse
@@ -13,6 +19,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 import numpy as np
 from runtime_messaging import Pong, mpi_pingpong, print_spread  # the same ping-pong
@@ -22,10 +29,13 @@ from shoal.units import format_bytes, parse_size
 
 
 def pings(nbytes: int) -> int:
-    return 2000 if nbytes <= 64 << 10 else 200
+    """Round trips per measurement: about a gigabyte moved per measurement above 4 MiB."""
+    if nbytes <= 64 << 10:
+        return 2000
+    return 200 if nbytes <= 4 << 20 else max(4, (1 << 30) // (2 * nbytes))
 
 
-def shoal_job(sizes, repeat, **options):
+def shoal_job(sizes, repeat, shm_bytes):
     async def main():
         arr = shoal.Array(Pong, 2)
         out = {n: [] for n in sizes}
@@ -36,7 +46,7 @@ def shoal_job(sizes, repeat, **options):
                 out[n].append(await fut)
         print(json.dumps(out))
 
-    shoal.start(main, **options)
+    shoal.start(main, shm_bytes=shm_bytes)
 
 
 def mpi4py_job(sizes, repeat):
@@ -52,20 +62,40 @@ def mpi4py_job(sizes, repeat):
         print(json.dumps(out))
 
 
-JOBS = {"shoal": shoal_job, "shoal-mpi": lambda s, r: shoal_job(s, r, shm_bytes=0),
-        "mpi4py": mpi4py_job}
+def memcpy_job(sizes, repeat):
+    """Rank 0 copies each size ``pings`` times (rank 1 does nothing): seconds per copy."""
+    from mpi4py import MPI
+
+    if MPI.COMM_WORLD.Get_rank():
+        return
+    out = {n: [] for n in sizes}
+    for _ in range(repeat):
+        for n in sizes:
+            data, buf = np.ones(n, np.uint8), np.zeros(n, np.uint8)  # (both paged in)
+            k = pings(n)
+            t0 = time.perf_counter()
+            for _ in range(k):
+                np.copyto(buf, data)
+            out[n].append((time.perf_counter() - t0) / k)
+    print(json.dumps(out))
+
+
+JOBS = {"shoal": shoal_job, "shoal-mpi": lambda s, r, shm: shoal_job(s, r, shm_bytes=0),
+        "mpi4py": lambda s, r, shm: mpi4py_job(s, r),
+        "memcpy": lambda s, r, shm: memcpy_job(s, r)}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="8B,1KiB,16KiB,64KiB,256KiB,1MiB,4MiB")
+    ap.add_argument("--sizes", default="8B,1KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,256MiB")
     ap.add_argument("--repeat", type=int, default=3, help="measurements per job and size")
     ap.add_argument("--runs", type=int, default=3, help="jobs per implementation")
+    ap.add_argument("--shm-bytes", default="32MiB", help="shoal's shared segment per PE")
     ap.add_argument("--job", choices=sorted(JOBS))
     args = ap.parse_args()
     sizes = [parse_size(s, "--sizes") for s in args.sizes.split(",")]
     if args.job:
-        JOBS[args.job](sizes, args.repeat)
+        JOBS[args.job](sizes, args.repeat, parse_size(args.shm_bytes, "--shm-bytes"))
         return
     from shoal.launch import mpiexec
 
@@ -74,7 +104,8 @@ def main():
     for _ in range(args.runs):
         for impl in JOBS:
             cmd = [*mpiexec(), "-n", "2", sys.executable, __file__, "--job", impl,
-                   "--sizes", args.sizes, "--repeat", str(args.repeat)]
+                   "--sizes", args.sizes, "--repeat", str(args.repeat),
+                   "--shm-bytes", args.shm_bytes]
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
             if out.returncode != 0:
                 raise RuntimeError(f"{impl} failed:\n{out.stderr[-2000:]}")
@@ -83,12 +114,14 @@ def main():
                 res[impl][int(n)].append(values)
     print(f"one-way time (us), 2 PEs, medians of {args.runs} jobs x {args.repeat}")
     print(f"{'size':>10}" + "".join(f"{i:>12}" for i in JOBS)
-          + "  shoal/mpi4py  shoal-mpi/mpi4py")
+          + "  shoal/mpi4py  shoal-mpi/mpi4py  shoal/memcpy  mpi4py/memcpy")
     for n in sizes:
         med = {i: statistics.median(v for run in res[i][n] for v in run) for i in JOBS}
         print(f"{format_bytes(n):>10}" + "".join(f"{med[i] * 1e6:12.1f}" for i in JOBS)
               + f"  {med['shoal'] / med['mpi4py']:12.2f}"
-              + f"  {med['shoal-mpi'] / med['mpi4py']:16.2f}")
+              + f"  {med['shoal-mpi'] / med['mpi4py']:16.2f}"
+              + f"  {med['shoal'] / med['memcpy']:12.2f}"
+              + f"  {med['mpi4py'] / med['memcpy']:13.2f}")
     print_spread(res, [(f"{format_bytes(n)} (us)", n, 1e6) for n in sizes], load)
 
 

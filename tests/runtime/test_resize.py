@@ -5,6 +5,7 @@ cannot be served is one line on stderr with exit code 2."""
 
 import ast
 import json
+import os
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ from shoal.jobdir import JobDir
 from shoal.launch import mpiexec
 
 JOB = JOBS / "autockpt.py"
-STEPS = "30"  # about 5 s of iterations: time for two resizes
+STEPS = "16"  # about 3 s of iterations (the resized jobs are held until resized: HOLD)
 
 
 def result(stdout: str) -> dict:
@@ -91,11 +92,14 @@ def test_a_shrink_below_a_group_on_some_pes_is_refused_and_the_job_goes_on(plain
 def test_a_job_shrunk_then_expanded_while_it_runs_ends_bit_identical(plain, tmp_path,
                                                                      scenario):
     """``iter``: main calls shoal.iteration() between iterations; ``sync``: an AtSync
-    program. 3 PEs -> 2 -> 3, each move seen by the program and by ps."""
+    program. 3 PEs -> 2 -> 3, each move seen by the program and by ps. The job goes on
+    past its last step until both are served (HOLD), which may be before or after it."""
     home = tmp_path / "job"
+    hold = tmp_path / "resized"
     job = subprocess.Popen([sys.executable, "-m", "shoal", "run", "-n", "3", "--jobdir",
                             str(home), str(JOB), scenario, STEPS],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=dict(os.environ, HOLD=str(hold)))
     try:
         wait_running(home, 3, job)
         for command, pes in (("shrink", 2), ("expand", 3)):
@@ -103,6 +107,7 @@ def test_a_job_shrunk_then_expanded_while_it_runs_ends_bit_identical(plain, tmp_
             assert out.returncode == 0, out.stderr
             assert f"{command} from {5 - pes} to {pes} PEs in" in out.stdout
             assert ranks(JOB, home) == pes  # the old launch's processes are gone
+        hold.touch()
         stdout, stderr = job.communicate(timeout=4 * TIMEOUT)
     finally:
         job.kill()

@@ -9,9 +9,14 @@ awaits the future the blocks contribute to at the end. ``iter``: main drives the
 iterations and calls ``shoal.iteration(state)`` between them. Both are deterministic: the
 digest of the final blocks is the same whatever PE count, balancing or restarts.
 ``grouped``: ``iter`` beside a group on the last PE only.
+
+With ``HOLD=FILE`` in the environment, ``sync`` and ``iter`` go on past their last step,
+passing consistent points without changing anything, until FILE exists (test_resize: the
+job cannot end before its resizes are served, however slow the machine).
 """
 
 import hashlib
+import os
 import sys
 
 import numpy as np
@@ -21,6 +26,12 @@ from shoal import Channel, Reducer
 
 BLOCKS, N, PAUSE = 9, 2000, 0.06
 STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 16  # (every rank reads its arguments)
+HOLD = os.environ.get("HOLD")
+
+
+def held():
+    """Past the last step: go on until the test's HOLD file exists."""
+    return HOLD is not None and not os.path.exists(HOLD)
 
 
 class Block(shoal.Chare):
@@ -34,6 +45,13 @@ class Block(shoal.Chare):
         return Channel(self, self.thisProxy[(i + d) % BLOCKS], "x")
 
     async def step(self, fut=None):
+        if fut is None and self.it >= STEPS:  # sync, held past the last step
+            await shoal.sleep(0.05)
+            if held():
+                self.at_sync()
+            else:
+                self.contribute(1, Reducer.sum, self.done)
+            return
         left, right = self._chan(-1), self._chan(1)
         left.send(self.u[0])
         right.send(self.u[-1])
@@ -49,7 +67,7 @@ class Block(shoal.Chare):
         await shoal.sleep(PAUSE * (1 + self.thisIndex[0] % 3))  # uneven: the balancer moves
         if fut is not None:
             self.contribute(1, Reducer.sum, fut)
-        elif self.it < STEPS:
+        elif self.it < STEPS or held():
             self.at_sync()
         else:
             self.contribute(1, Reducer.sum, self.done)
@@ -86,11 +104,14 @@ async def iterate():
     if state is None:
         state = {"arr": shoal.Array(Block, BLOCKS), "it": 0}
     taken = 0
-    while state["it"] < STEPS:
-        fut = shoal.future()
-        state["arr"].step(fut)
-        await fut
-        state["it"] += 1
+    while state["it"] < STEPS or held():
+        if state["it"] < STEPS:
+            fut = shoal.future()
+            state["arr"].step(fut)
+            await fut
+            state["it"] += 1
+        else:
+            await shoal.sleep(0.05)
         info = await shoal.iteration(state)
         taken += info is not None
     blocks = await state["arr"].result(ret=True)
