@@ -20,8 +20,8 @@ import os
 import tempfile
 
 os.environ["NUMBA_BOUNDSCHECK"] = "1"
-os.environ["NUMBA_CACHE_DIR"] = os.path.join(tempfile.gettempdir(),
-                                             f"shoal-numba-checked-{os.getuid()}")
+os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(),
+                                                   f"shoal-numba-checked-{os.getuid()}"))
 
 import pytest
 
