@@ -52,7 +52,7 @@ cluster-deps:
 test: $(VENV)/.installed $(OMPI)/.installed $(CLUSTER_DEPS)
 	$(PY) -m compileall -q src tests >/dev/null
 	SHOAL_FT_MPI="$${SHOAL_FT_MPI:-$$(test -f $(OMPI)/.installed && echo $(CURDIR)/$(OMPI))}" \
-	  $(PY) -m pytest -q -n $(JOBS) --dist loadgroup --durations=15 $(TESTS)
+	  $(PY) -m pytest -q -n $(JOBS) --dist loadscope --no-loadscope-reorder --durations=15 $(TESTS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks examples

@@ -4,11 +4,12 @@
   behind when it died (an abort test, a killed rank, a timeout) are removed when the test
   ends; segments of jobs still running stay (and so do files too young to tell: another
   test's job may be starting, see shoal.launch.removing_shm_leftovers).
-- Parallel runs (``make test`` runs ``pytest -n 2 --dist loadgroup``): the tests of one
-  file run on one worker, in order (their module fixtures start one job for several
-  tests), the files that bring up network namespaces and Slurm share one group (never two
-  emulated clusters at once), and the longest groups are handed out first so that no
-  worker is left with a long file at the end.
+- Parallel runs (``make test`` runs ``pytest -n 2 --dist loadscope
+  --no-loadscope-reorder``): the tests of one file run on one worker, in order (their
+  module fixtures start one job for several tests), the files that bring up network
+  namespaces and Slurm share one group (never two emulated clusters at once), and the
+  longest groups are handed out first so that no worker is left with a long file at the
+  end.
 - numba: every kernel, in the tests' processes and in the jobs they launch (which inherit
   the environment), is compiled with bounds checks, into a cache of its own (numba's cache
   index does not tell checked code from unchecked). A kernel that indexes out of range
@@ -36,16 +37,29 @@ LONGEST_FIRST = ("cluster", "tests/runtime/test_autockpt.py", "tests/runtime/tes
                  "tests/apps/test_pdes.py", "tests/test_examples.py")
 
 
-def _group(item: pytest.Item) -> str:
-    path = item.nodeid.split("::", 1)[0]
+def _group(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
     return "cluster" if path.startswith(CLUSTER) else path
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
-    items.sort(key=lambda item: rank.get(_group(item), len(rank)))  # (stable)
+    items.sort(key=lambda item: rank.get(_group(item.nodeid), len(rank)))  # (stable)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under ``--dist loadscope``: one unit of work per group (xdist's ``loadgroup`` reads
+    markers into node ids that pytest 9.2 no longer uses, so it grouped nothing: two tests
+    of a file ran at once on two workers)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+    return ByGroup(config, log)
 
 
 @pytest.fixture(autouse=True)

@@ -30,6 +30,7 @@ Every file is written whole under a temporary name and renamed (:func:`shoal.fil
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -116,11 +117,16 @@ class JobDir:
     def environment(self, resize_dir: str | None) -> dict[str, str]:
         """What the ranks are told: this directory, and where a resize's checkpoint goes
         (``resize_dir``, else node-local memory unless the job spans nodes)."""
-        return {ENV: str(self.path), RESIZE_ENV: resize_dir or str(self._resize_default())}
+        return {ENV: str(self.path), RESIZE_ENV: resize_dir or str(self.resize_local())}
 
-    def _resize_default(self) -> Path:
+    def resize_local(self) -> Path:
+        """Where a resize checkpoint goes unless ``resize_dir`` says: node-local memory,
+        in a folder named after this directory's whole path (two jobs whose directories
+        share a name, ``a/job`` and ``b/job``, once shared one there and each removed the
+        other's checkpoint), else the job directory when the job spans nodes."""
         if not self.shared and SHM.is_dir() and os.access(SHM, os.W_OK):
-            return SHM / f"shoal-{self.path.name}" / RESIZE_DIR
+            tag = hashlib.sha256(os.path.abspath(self.path).encode()).hexdigest()[:12]
+            return SHM / f"shoal-{self.path.name}-{tag}" / RESIZE_DIR
         return self.path / RESIZE_DIR
 
     @property
@@ -155,7 +161,7 @@ class JobDir:
     def remove(self, created: bool) -> None:
         """At the end of ``shoal run``: the resize checkpoint in node-local memory, and the
         directory (``created``) or what shoal wrote in it (a ``--jobdir`` of the user's)."""
-        local = self._resize_default()
+        local = self.resize_local()
         if local.parent != self.path:
             shutil.rmtree(local.parent, ignore_errors=True)
         if created:
@@ -241,7 +247,7 @@ class JobDir:
 
     def resize_target(self) -> Path:
         """PE 0: where a resize's checkpoint goes (what the supervisor set)."""
-        return Path(os.environ.get(RESIZE_ENV) or self._resize_default())
+        return Path(os.environ.get(RESIZE_ENV) or self.resize_local())
 
     def note_resized(self, request: dict[str, Any], root: Path) -> None:
         """PE 0: the resize ``request`` is served by the checkpoint at ``root``."""

@@ -104,7 +104,9 @@ def test_a_job_shrunk_then_expanded_while_it_runs_ends_bit_identical(plain, tmp_
         wait_running(home, 3, job)
         for command, pes in (("shrink", 2), ("expand", 3)):
             out = ctl(home, command, pes)
-            assert out.returncode == 0, out.stderr
+            if out.returncode != 0:
+                job.kill()
+                pytest.fail(f"{out.stderr}the job said: {job.communicate()}")
             assert f"{command} from {5 - pes} to {pes} PEs in" in out.stdout
             assert ranks(JOB, home) == pes  # the old launch's processes are gone
         hold.touch()
@@ -118,7 +120,7 @@ def test_a_job_shrunk_then_expanded_while_it_runs_ends_bit_identical(plain, tmp_
     assert "resizing the job from 2 to 3 PEs" in stderr
     assert f"job directory {home}" in stderr
     assert not home.exists()  # shoal run made it: removed, with the resize checkpoints
-    assert not (jd.SHM / f"shoal-{home.name}").exists()
+    assert not JobDir(home).resize_local().parent.exists()
     assert ranks(JOB, home) == 0
 
 
