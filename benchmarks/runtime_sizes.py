@@ -6,11 +6,14 @@ interleaved, medians, and the spread over runs (see runtime_messaging.py).
 
 A buffer larger than a PE's shared segment (``shm_bytes``, 32 MiB by default) goes by MPI
 even between PEs of a node: the 256 MiB row is MPI's path in both shoal columns unless
-``--shm-bytes`` makes room for it.
+``--shm-bytes`` makes room for it; and a buffer received by MPI that is larger than the
+pool of receive buffers (``pool_bytes``, 64 MiB) is fresh memory on every message (its
+pages are faulted in and zeroed by the kernel), where mpi4py's column receives into one
+buffer it keeps: ``--pool-bytes`` sets it.
 
 Usage: python benchmarks/runtime_sizes.py
            [--sizes 8B,1KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,256MiB]
-           [--runs 3] [--repeat 3] [--shm-bytes 32MiB]
+           [--runs 3] [--repeat 3] [--shm-bytes 32MiB] [--pool-bytes 64MiB]
 """
 
 import argparse
@@ -35,7 +38,7 @@ def pings(nbytes: int) -> int:
     return 200 if nbytes <= 4 << 20 else max(4, (1 << 30) // (2 * nbytes))
 
 
-def shoal_job(sizes, repeat, shm_bytes):
+def shoal_job(sizes, repeat, shm_bytes, pool_bytes):
     async def main():
         arr = shoal.Array(Pong, 2)
         out = {n: [] for n in sizes}
@@ -46,7 +49,7 @@ def shoal_job(sizes, repeat, shm_bytes):
                 out[n].append(await fut)
         print(json.dumps(out))
 
-    shoal.start(main, shm_bytes=shm_bytes)
+    shoal.start(main, shm_bytes=shm_bytes, pool_bytes=pool_bytes)
 
 
 def mpi4py_job(sizes, repeat):
@@ -80,9 +83,9 @@ def memcpy_job(sizes, repeat):
     print(json.dumps(out))
 
 
-JOBS = {"shoal": shoal_job, "shoal-mpi": lambda s, r, shm: shoal_job(s, r, shm_bytes=0),
-        "mpi4py": lambda s, r, shm: mpi4py_job(s, r),
-        "memcpy": lambda s, r, shm: memcpy_job(s, r)}
+JOBS = {"shoal": shoal_job, "shoal-mpi": lambda s, r, shm, pool: shoal_job(s, r, 0, pool),
+        "mpi4py": lambda s, r, shm, pool: mpi4py_job(s, r),
+        "memcpy": lambda s, r, shm, pool: memcpy_job(s, r)}
 
 
 def main():
@@ -91,11 +94,15 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="measurements per job and size")
     ap.add_argument("--runs", type=int, default=3, help="jobs per implementation")
     ap.add_argument("--shm-bytes", default="32MiB", help="shoal's shared segment per PE")
+    ap.add_argument("--pool-bytes", default="64MiB",
+                    help="shoal's pool of receive buffers per PE (a larger buffer is fresh "
+                         "memory on every message)")
     ap.add_argument("--job", choices=sorted(JOBS))
     args = ap.parse_args()
     sizes = [parse_size(s, "--sizes") for s in args.sizes.split(",")]
     if args.job:
-        JOBS[args.job](sizes, args.repeat, parse_size(args.shm_bytes, "--shm-bytes"))
+        JOBS[args.job](sizes, args.repeat, parse_size(args.shm_bytes, "--shm-bytes"),
+                       parse_size(args.pool_bytes, "--pool-bytes"))
         return
     from shoal.launch import mpiexec
 
@@ -105,7 +112,7 @@ def main():
         for impl in JOBS:
             cmd = [*mpiexec(), "-n", "2", sys.executable, __file__, "--job", impl,
                    "--sizes", args.sizes, "--repeat", str(args.repeat),
-                   "--shm-bytes", args.shm_bytes]
+                   "--shm-bytes", args.shm_bytes, "--pool-bytes", args.pool_bytes]
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
             if out.returncode != 0:
                 raise RuntimeError(f"{impl} failed:\n{out.stderr[-2000:]}")
