@@ -20,8 +20,12 @@ Garbage collection is on, as in a program. Deterministic to about 20 instruction
 seed 0, no address randomization (``setarch -R``), one OpenBLAS thread (its idle thread
 polls for a time that depends on the wall clock).
 
+``--budget`` prints, for this tree, where each path's instructions per message go: the
+self cost of each shared object (the interpreter, ``_pickle``, mpi4py, the MPI library,
+libc, numpy) and the interpreter's costliest functions, from the same two runs.
+
 Usage: python benchmarks/runtime_instructions.py [--base REV] [--paths receive,send]
-           [--n 5000,25000]
+           [--n 5000,25000] [--budget]
 (needs valgrind and a C compiler, for the client request that switches collection)
 """
 
@@ -136,6 +140,58 @@ def child(path: str, n: int, lib: str) -> None:  # noqa: C901 - one small scene 
 
 
 # ---------------------------------------------------------------- the driver
+def self_costs(out: Path) -> dict[tuple[str, str], int]:
+    """Self instructions per (shared object, function) of a callgrind output file (its
+    compressed names expanded; a call's inclusive cost, the line after ``calls=``, is the
+    callee's and is not counted)."""
+    names: dict[str, dict[str, str]] = {"ob": {}, "fn": {}}
+    costs: dict[tuple[str, str], int] = {}
+    ob = fn = ""
+    skip = False
+
+    def name(kind: str, text: str) -> str:
+        m = re.match(r"\((\d+)\)(?: (.*))?", text)
+        if not m:
+            return text
+        if m.group(2) is not None:
+            names[kind][m.group(1)] = m.group(2)
+        return names[kind].get(m.group(1), text)
+
+    for line in out.read_text().splitlines():
+        if line.startswith("ob="):
+            ob = name("ob", line[3:])
+        elif line.startswith("fn="):
+            fn = re.sub(r"'\d+$", "", name("fn", line[3:]))  # (f'2: f called from itself)
+        elif line.startswith(("cob=", "cfn=")):
+            name(line[1:3], line[4:])  # (defines a name; the callee's, not this function's)
+        elif line.startswith("calls="):
+            skip = True
+        elif line[:1].isdigit() or line[:1] in "+-*":
+            if skip:
+                skip = False
+                continue
+            parts = line.split()
+            if len(parts) > 1:
+                costs[ob, fn] = costs.get((ob, fn), 0) + int(parts[1])
+    return costs
+
+
+def budget(n1: int, n2: int, c1: dict[tuple[str, str], int],
+           c2: dict[tuple[str, str], int]) -> None:
+    """Print per-message self instructions by shared object and the top functions."""
+    per = {k: (c2.get(k, 0) - c1.get(k, 0)) / (n2 - n1) for k in set(c1) | set(c2)}
+    total = sum(per.values())
+    objects: dict[str, float] = {}
+    for (ob, _), v in per.items():
+        objects[Path(ob).name] = objects.get(Path(ob).name, 0.0) + v
+    print(f"    by shared object (of {total:,.0f}):")
+    for ob, v in sorted(objects.items(), key=lambda kv: -kv[1])[:8]:
+        print(f"      {v:10,.0f}  {v / total:5.1%}  {ob}")
+    print("    costliest functions:")
+    for (ob, fn), v in sorted(per.items(), key=lambda kv: -kv[1])[:12]:
+        print(f"      {v:10,.0f}  {v / total:5.1%}  {fn} ({Path(ob).name})")
+
+
 def instructions(src: Path, path: str, n: int, lib: str, tmp: str) -> int:
     out = Path(tmp) / f"cg.{path}.{n}"
     env = dict(os.environ, PYTHONPATH=str(src), PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
@@ -155,6 +211,8 @@ def main() -> None:
     ap.add_argument("--base", help="an earlier commit to measure too (e.g. 41a547b)")
     ap.add_argument("--paths", default=",".join(PATHS))
     ap.add_argument("--n", default="5000,25000", help="the two message counts")
+    ap.add_argument("--budget", action="store_true",
+                    help="where this tree's instructions per message go")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--lib", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -186,6 +244,9 @@ def main() -> None:
             if args.base:
                 line += f"   {per['this'] / per['base']:.3f}"
             print(line, flush=True)
+            if args.budget:  # (the files of this tree's two runs, still there)
+                budget(n1, n2, self_costs(Path(tmp) / f"cg.{path}.{n1}"),
+                       self_costs(Path(tmp) / f"cg.{path}.{n2}"))
 
 
 if __name__ == "__main__":
