@@ -140,6 +140,16 @@ def child(path: str, n: int, lib: str) -> None:  # noqa: C901 - one small scene 
 
 
 # ---------------------------------------------------------------- the driver
+def _expand(names: dict[str, str], text: str) -> str:
+    """A callgrind name, ``(id) name`` defining a compressed id or ``(id)`` using one."""
+    m = re.match(r"\((\d+)\)(?: (.*))?", text)
+    if not m:
+        return text
+    if m.group(2) is not None:
+        names[m.group(1)] = m.group(2)
+    return names.get(m.group(1), text)
+
+
 def self_costs(out: Path) -> dict[tuple[str, str], int]:
     """Self instructions per (shared object, function) of a callgrind output file (its
     compressed names expanded; a call's inclusive cost, the line after ``calls=``, is the
@@ -148,31 +158,23 @@ def self_costs(out: Path) -> dict[tuple[str, str], int]:
     costs: dict[tuple[str, str], int] = {}
     ob = fn = ""
     skip = False
-
-    def name(kind: str, text: str) -> str:
-        m = re.match(r"\((\d+)\)(?: (.*))?", text)
-        if not m:
-            return text
-        if m.group(2) is not None:
-            names[kind][m.group(1)] = m.group(2)
-        return names[kind].get(m.group(1), text)
-
     for line in out.read_text().splitlines():
-        if line.startswith("ob="):
-            ob = name("ob", line[3:])
-        elif line.startswith("fn="):
-            fn = re.sub(r"'\d+$", "", name("fn", line[3:]))  # (f'2: f called from itself)
+        key = line[:3]
+        if key in ("ob=", "fn="):
+            value = _expand(names[key[:2]], line[3:])
+            if key == "ob=":
+                ob = value
+            else:
+                fn = re.sub(r"'\d+$", "", value)  # (f'2: f called from itself)
         elif line.startswith(("cob=", "cfn=")):
-            name(line[1:3], line[4:])  # (defines a name; the callee's, not this function's)
+            _expand(names[line[1:3]], line[4:])  # (may define a name)
         elif line.startswith("calls="):
             skip = True
         elif line[:1].isdigit() or line[:1] in "+-*":
-            if skip:
-                skip = False
-                continue
             parts = line.split()
-            if len(parts) > 1:
+            if not skip and len(parts) > 1:
                 costs[ob, fn] = costs.get((ob, fn), 0) + int(parts[1])
+            skip = False
     return costs
 
 
