@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import shoal as shoal_pkg
+
 
 def shoal(*args, timeout=120):
     return subprocess.run([sys.executable, "-m", "shoal", *args], capture_output=True,
@@ -26,9 +28,12 @@ def test_help_on_every_command(cmd):
     assert "Usage:" in out.stdout
 
 
-def test_version():
+def test_version_says_which_core_runs():
+    from shoal._compiled import core
+
     out = shoal("--version")
-    assert out.returncode == 0 and "shoal" in out.stdout
+    assert out.returncode == 0
+    assert out.stdout == f"shoal {shoal_pkg.__version__} ({core()} core)\n"
 
 
 @pytest.mark.parametrize("args,hint", [

@@ -3,6 +3,10 @@
 import subprocess
 import sys
 
+import pytest
+
+from shoal._compiled import core
+
 CODE = """
 from mpi4py import MPI
 import shoal
@@ -11,6 +15,7 @@ print(len(vars(rt)), *sorted(set(type(rt).__slots__) & set(vars(rt))))
 """
 
 
+@pytest.mark.skipif(core() == "compiled", reason="compiled, the core has no instance dict")
 def test_the_runtime_keeps_its_instance_dict_inline():
     # Python 3.11 keeps at most 30 instance attributes inline (reads by index); one more
     # and every attribute the runtime reads per message becomes a dict lookup. (In a

@@ -34,8 +34,18 @@ class _Commands(click.Group):
         return command
 
 
+def _version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
+    """``--version``: the version and which core runs (compiled or pure, docs/compiled.md)."""
+    if value and not ctx.resilient_parsing:
+        from shoal._compiled import core
+
+        click.echo(f"shoal {shoal.__version__} ({core()} core)")
+        ctx.exit()
+
+
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(shoal.__version__, prog_name="shoal")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show the version and which core runs (compiled or pure Python), and exit.")
 def cli() -> None:
     """shoal: an adaptive runtime for parallel programs on HPC clusters, and the system
     knowledge it needs: gossip-spread node state, the migratable-object runtime (`shoal

@@ -157,7 +157,6 @@ class Runtime:
     # keeps the dict within 30).
     __slots__ = (
         "__dict__",
-        "__weakref__",
         "colls",
         "cpu_stats",
         "created",
@@ -474,6 +473,7 @@ class Runtime:
         of collection ``cid``."""
         cid, index = dst
         src_slot = self.current
+        src: tuple[int, Any]  # (not tuple[int, int], as mypy infers: mypyc checks at run time)
         if src_slot is None:
             src, out = self.pe_key, self.pe_out
         else:
@@ -562,9 +562,10 @@ class Runtime:
             if not slot.ooo:
                 return
             seq += 1
-            env = slot.ooo.pop((src, seq), None)
-            if env is None:
+            nxt = slot.ooo.pop((src, seq), None)  # (not into env, a tuple: mypyc checks)
+            if nxt is None:
                 return
+            env = nxt
 
     # The hot path of every message (complexity 12): the statistics are inlined rather than
     # a call to _account (a call per message), and the two handlers of the call's exceptions

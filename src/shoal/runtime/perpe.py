@@ -14,7 +14,6 @@ import importlib
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from shoal.errors import UsageError
 from shoal.runtime.chare import Chare
@@ -23,8 +22,6 @@ from shoal.runtime.sendable import sendable
 
 if TYPE_CHECKING:
     from shoal.runtime.futures import Future
-    from shoal.runtime.interfaces import Core
-    from shoal.runtime.proxy import CollectionProxy
 
 
 class PeAgent(Chare):
@@ -40,16 +37,16 @@ class PeAgent(Chare):
         vars(mod).update(values)
 
 
-_AGENTS: WeakKeyDictionary[Core, CollectionProxy] = WeakKeyDictionary()
+# the runtime that made the agents' group, and the group's proxy: one runtime runs in a
+# process at a time (a core compiled by mypyc takes no weak reference, docs/compiled.md)
+_AGENTS: list[Any] = [None, None]
 
 
 def _agents() -> Any:  # the group's proxy (its entry methods are made at run time)
     rt = current()
-    group = _AGENTS.get(rt)
-    if group is None:
-        group = _AGENTS[rt] = rt.location.create("group", PeAgent, (rt.npes,), None, (),
-                                                 "block")
-    return group
+    if _AGENTS[0] is not rt:
+        _AGENTS[:] = rt, rt.location.create("group", PeAgent, (rt.npes,), None, (), "block")
+    return _AGENTS[1]
 
 
 def run_on_all(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:

@@ -1,8 +1,9 @@
 """What a waiting PE costs its core, in counts (run by test_idle.py on 2 ranks):
 ``python idle.py NAME... [--shm BYTES]``.
 
-Every poll of the network is counted (``Transport.poll`` is wrapped before the runtime
-starts), and each PE's minor page faults come from ``getrusage``."""
+Every poll of the network is counted (each asks MPI once for a message: the transport's
+``improbe`` is wrapped when a PE is pinned, which works on the compiled core too), and each
+PE's minor page faults come from ``getrusage``."""
 
 import os
 import resource
@@ -11,18 +12,25 @@ import numpy as np
 from runner import main
 
 import shoal
-from shoal.runtime.wire.transport import Transport
+from shoal.runtime.context import current
 
 POLLS = [0]
-_poll = Transport.poll
 
 
-def _counted_poll(self):
-    POLLS[0] += 1
-    return _poll(self)
+def _count_polls():
+    """Count this PE's polls of the network from now on (once)."""
+    net = current().net
+    improbe = net._improbe
+    if getattr(improbe, "counted", False):
+        return
 
+    def counted(*args):
+        POLLS[0] += 1
+        return improbe(*args)
 
-Transport.poll = _counted_poll
+    counted.counted = True
+    net._improbe = counted
+
 MIB = np.ones(1 << 17)  # 1 MiB of float64
 
 
@@ -48,8 +56,9 @@ class Bouncer(shoal.Chare):
         return POLLS[0], resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
     def pin(self, cpu):
-        """Run this PE on ``cpu`` only."""
+        """Run this PE on ``cpu`` only, counting its polls."""
         os.sched_setaffinity(0, {cpu})
+        _count_polls()
 
 
 async def _per_round_trip(arr, n, payload):

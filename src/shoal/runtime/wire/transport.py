@@ -70,7 +70,7 @@ class Transport:
     def __init__(self, comm: MPI.Intracomm, shm_bytes: int = 0, pool_bytes: int = POOL_BYTES):
         from mpi4py import MPI
 
-        self._mpi = MPI
+        self._mpi: Any = MPI  # (Any: mypyc keeps no attribute of a module type)
         self.comm = comm.Dup()
         self._bufcomm = comm.Dup()
         self.rank = self.comm.Get_rank()
