@@ -24,7 +24,11 @@ polls for a time that depends on the wall clock).
 self cost of each shared object (the interpreter, ``_pickle``, mpi4py, the MPI library,
 libc, numpy) and the interpreter's costliest functions, from the same two runs.
 
-Usage: python benchmarks/runtime_instructions.py [--base REV] [--paths receive,send]
+``--pure`` measures this tree under the pure-Python core too (``SHOAL_PURE=1``), beside the
+compiled one it runs where it was built (docs/compiled.md); an earlier commit (``--base``) is
+measured from its source, pure.
+
+Usage: python benchmarks/runtime_instructions.py [--base REV] [--pure] [--paths receive,send]
            [--n 5000,25000] [--budget]
 (needs valgrind and a C compiler, for the client request that switches collection)
 """
@@ -194,9 +198,10 @@ def budget(n1: int, n2: int, c1: dict[tuple[str, str], int],
         print(f"      {v:10,.0f}  {v / total:5.1%}  {fn} ({Path(ob).name})")
 
 
-def instructions(src: Path, path: str, n: int, lib: str, tmp: str) -> int:
+def instructions(src: Path, pure: bool, path: str, n: int, lib: str, tmp: str) -> int:
     out = Path(tmp) / f"cg.{path}.{n}"
-    env = dict(os.environ, PYTHONPATH=str(src), PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=str(src), PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1",
+               SHOAL_PURE="1" if pure else "0")
     cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
            f"--callgrind-out-file={out}", sys.executable, __file__,
            "--child", path, "--n", str(n), "--lib", lib]
@@ -213,6 +218,8 @@ def main() -> None:
     ap.add_argument("--base", help="an earlier commit to measure too (e.g. 41a547b)")
     ap.add_argument("--paths", default=",".join(PATHS))
     ap.add_argument("--n", default="5000,25000", help="the two message counts")
+    ap.add_argument("--pure", action="store_true",
+                    help="this tree under the pure-Python core too (SHOAL_PURE=1)")
     ap.add_argument("--budget", action="store_true",
                     help="where this tree's instructions per message go")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -222,31 +229,37 @@ def main() -> None:
         child(args.child, int(args.n), args.lib)
         return
     n1, n2 = (int(x) for x in args.n.split(","))
+    from shoal._compiled import core
+
     with tempfile.TemporaryDirectory() as tmp:
         lib = str(Path(tmp) / "toggle.so")
         (Path(tmp) / "toggle.c").write_text(TOGGLE)
         subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", lib, str(Path(tmp) / "toggle.c")],
                        check=True)
-        trees = {"this": ROOT / "src"}
+        trees = {"this": (ROOT / "src", False)}
+        if args.pure:
+            trees = {"pure": (ROOT / "src", True), **trees}
         if args.base:
             archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.base, "src"],
                                      capture_output=True, check=True).stdout
             (Path(tmp) / "base").mkdir()
             subprocess.run(["tar", "-x", "-C", str(Path(tmp) / "base")], input=archive,
                            check=True)
-            trees = {"base": Path(tmp) / "base" / "src", **trees}
-        print(f"instructions per message, (I({n2}) - I({n1})) / {n2 - n1}")
+            trees = {"base": (Path(tmp) / "base" / "src", True), **trees}
+        ref = next(iter(trees))  # what "this" is compared with
+        print(f"instructions per message, (I({n2}) - I({n1})) / {n2 - n1}; this tree runs "
+              f"the {core()} core")
         print(f"{'':10}" + "".join(f"{t:>12}" for t in trees)
-              + ("   this/base" if args.base else ""))
+              + (f"   this/{ref}" if len(trees) > 1 else ""))
         for path in args.paths.split(","):
-            per = {t: (instructions(src, path, n2, lib, tmp)
-                       - instructions(src, path, n1, lib, tmp)) / (n2 - n1)
-                   for t, src in trees.items()}
+            per = {t: (instructions(src, pure, path, n2, lib, tmp)
+                       - instructions(src, pure, path, n1, lib, tmp)) / (n2 - n1)
+                   for t, (src, pure) in trees.items()}
             line = f"{path:10}" + "".join(f"{v:12,.0f}" for v in per.values())
-            if args.base:
-                line += f"   {per['this'] / per['base']:.3f}"
+            if len(trees) > 1:
+                line += f"   {per['this'] / per[ref]:.3f}"
             print(line, flush=True)
-            if args.budget:  # (the files of this tree's two runs, still there)
+            if args.budget:  # (the files of the last tree's two runs: this tree's)
                 budget(n1, n2, self_costs(Path(tmp) / f"cg.{path}.{n1}"),
                        self_costs(Path(tmp) / f"cg.{path}.{n2}"))
 
