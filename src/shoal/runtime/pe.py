@@ -205,7 +205,7 @@ class Runtime:
         self.early: dict[int, list[tuple]] = {}  # envelopes for collections not yet here
         self.futures: dict[int, Future] = {}
         self.nfut = 0
-        self.pe_key = (-1, self.pe)
+        self.pe_key: tuple = (-1, self.pe)  # (a fixed tuple type: boxed anew at each read)
         self.pe_out: dict = {}
         self.current: Slot | None = None
         self.queue = Queue()
@@ -467,13 +467,13 @@ class Runtime:
             raise UsageError(f"cannot send to {target!r}: not a proxy")
         return fut
 
-    def invoke(self, dst: tuple[int, tuple], name: str, args: tuple, kwargs: dict | None,
+    def invoke(self, dst: tuple, name: str, args: tuple, kwargs: dict | None,
                prio: int, fut: Future | None) -> None:
         """Send one entry-method call to element ``dst = (cid, index)``: element ``index``
         of collection ``cid``."""
         cid, index = dst
         src_slot = self.current
-        src: tuple[int, Any]  # (not tuple[int, int], as mypy infers: mypyc checks at run time)
+        src: tuple  # (not tuple[int, int]: compiled, a fixed tuple is unboxed, then boxed anew)
         if src_slot is None:
             src, out = self.pe_key, self.pe_out
         else:
