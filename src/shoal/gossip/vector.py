@@ -13,6 +13,8 @@ ids on the wire, a local slot per id, appended at its first sight.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from shoal.errors import UsageError
@@ -34,7 +36,7 @@ class InfoVector:
         """Boolean mask of the entries that hold a record."""
         return np.isfinite(self.born)
 
-    def update_own(self, record, now: float) -> None:
+    def update_own(self, record: Any, now: float) -> None:
         """Fig. 1: renew the node's own entry with its current state; its age becomes 0."""
         self.records[self.me] = record
         self.born[self.me] = now

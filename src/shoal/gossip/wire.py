@@ -46,7 +46,7 @@ def encode(sender: int, nodes: np.ndarray, ages: np.ndarray, records: np.ndarray
     return memoryview(out)[:size]
 
 
-def decode(buf, nodes: int | None, state: np.dtype,
+def decode(buf: bytes | bytearray | memoryview, nodes: int | None, state: np.dtype,
            kind: int = KIND_SERVICE) -> tuple[int, np.ndarray]:
     """Validate a message of a cluster of ``nodes`` (None: an open membership, any id) and
     return (sender, entries). The entries are a view into ``buf``; copy what you keep."""
