@@ -44,6 +44,8 @@ from shoal.memory import node_available
 
 RESERVE = 64  # versions reserved per write of the state file
 JOB_SCAN = 5.0  # seconds between two looks for shoal jobs on the node
+MIN_WINDOW = 2  # own entry and one other: with the own entry alone, nodes that know only a
+# seed would never learn of each other (membership spreads through the windows)
 
 
 @dataclass
@@ -141,9 +143,7 @@ class Daemon:
         target = self.pick_target()
         if target is None or self._transport is None:
             return
-        known = int(self.vector.vector.known.sum())
-        size = window_entries(known, self.cfg.window) if known >= 2 else 1
-        slots = self.vector.window(size)
+        slots = self.vector.window(self.window_size())
         vec = self.vector.vector
         for data in packet.encode_window(self.id, self.vector.ids[slots],
                                          now - vec.born[slots], vec.records[slots]):
@@ -154,6 +154,16 @@ class Daemon:
                 continue
             self.stats.sent += 1
             self.stats.bytes_sent += len(data)
+
+    def window_size(self) -> int:
+        """Entries sent: ``--window`` of the nodes known now (a count is capped by them), at
+        least :data:`MIN_WINDOW`."""
+        known = int(self.vector.vector.known.sum())
+        if known < 2:
+            return 1
+        win = self.cfg.window
+        return max(MIN_WINDOW, window_entries(known, win if isinstance(win, float)
+                                              else min(win, known)))
 
     def pick_target(self) -> Address | None:
         """A random known node other than this one, else a random seed."""
