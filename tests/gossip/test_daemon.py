@@ -5,6 +5,7 @@ back with a version that did not go back. Every subprocess has a timeout and is 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -255,3 +256,39 @@ def test_a_busy_port_or_a_running_daemon_is_refused(cluster, tmp_path, monkeypat
         assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "cannot bind" in err and "runs with --state-dir" in err
+
+
+def test_detach_writes_a_pid_file_and_sigterm_stops_it(tmp_path):
+    state, port = tmp_path / "bg", _free_ports(1)[0]
+    out = subprocess.run([*CLI, "gossip", "daemon", "--bind", f"127.0.0.1:{port}",
+                          "--state-dir", str(state), "--detach"], env=_env(),
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    pid = 0
+    try:
+        _wait(lambda: _status(state), 20)
+        pid = int((state / "daemon.pid").read_text())
+        assert pid != os.getpid()
+        os.kill(pid, signal.SIGTERM)
+        _wait(lambda: not (state / "daemon.pid").exists(), 10)
+        assert "stopped at version" in (state / "daemon.log").read_text()
+    finally:
+        if pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_jobs_and_pes_are_found_from_the_job_directories(tmp_path):
+    from shoal.gossip.state import shoal_jobs
+
+    job, proc = tmp_path / "job", tmp_path / "proc"
+    (job / "pes").mkdir(parents=True)
+    host = socket.gethostname()
+    (job / "pes" / f"{os.getpid()}@{host}").write_text("0\n")
+    (job / "pes" / f"{os.getppid()}@{host}").write_text("1\n")
+    (job / "pes" / f"{os.getpid()}@otherhost").write_text("2\n")
+    (proc / "123").mkdir(parents=True)
+    (proc / "123" / "environ").write_bytes(f"A=1\0SHOAL_JOBDIR={job}\0".encode())
+    jobs, pes = shoal_jobs(host, proc=str(proc))
+    assert (jobs, pes) >= (1, 2)  # /tmp may hold a job of another test too
+    assert shoal_jobs("nohost", proc=str(proc)) == (0, 0)
