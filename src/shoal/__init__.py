@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         Runtime,
         broadcast_globals,
         checkpoint,
+        cluster,
         combine,
         create,
         destroy,
@@ -49,10 +50,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Aggregator", "Array", "Channel", "Chare", "CheckpointError", "Future", "Group",
            "Reducer", "RemoteError", "Runtime", "ShoalError", "UsageError", "WireError",
-           "__version__", "broadcast_globals", "checkpoint", "combine", "create", "destroy", "exit",
-           "future", "iteration", "iwait", "lb_history", "my_host", "my_node", "my_pe",
-           "num_nodes", "num_pes", "pool", "quiescence", "restored", "run_on_all", "sleep",
-           "start", "stats", "when"]
+           "__version__", "broadcast_globals", "checkpoint", "cluster", "combine", "create",
+           "destroy", "exit", "future", "iteration", "iwait", "lb_history", "my_host",
+           "my_node", "my_pe", "num_nodes", "num_pes", "pool", "quiescence", "restored",
+           "run_on_all", "sleep", "start", "stats", "when"]
 
 
 def __getattr__(name: str) -> Any:

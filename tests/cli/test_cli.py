@@ -21,7 +21,9 @@ def shoal(*args, timeout=120):
                                  ["netmodel", "bench"], ["netmodel", "emulate"], ["map"],
                                  ["topology"], ["topology", "show"],
                                  ["lb"], ["lb", "synth"], ["lb", "simulate"],
-                                 ["gossip", "overhead"]])
+                                 ["gossip", "overhead"], ["gossip", "daemon"],
+                                 ["gossip", "status"], ["gossip", "set"],
+                                 ["gossip", "unset"]])
 def test_help_on_every_command(cmd):
     out = shoal(*cmd, "--help")
     assert out.returncode == 0

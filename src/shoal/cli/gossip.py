@@ -314,3 +314,14 @@ def demo(ctx: click.Context, nodes: int, ranks: int, duration: str) -> None:
     """The main job: simulate gossip at the paper's settings, then run the MPI service."""
     ctx.invoke(simulate, nodes=str(nodes), window="10%,20%,40%", interval="256ms")
     ctx.invoke(run, nprocs=ranks, interval="50ms", duration=duration)
+
+
+def _daemon_commands() -> None:
+    """The node daemon and its queries live in :mod:`shoal.cli.gossip_daemon`."""
+    from shoal.cli import gossip_daemon as d
+
+    for command in (d.daemon, d.set_key, d.unset_key, d.status):
+        gossip.add_command(command)
+
+
+_daemon_commands()

@@ -4,10 +4,16 @@ One entry per node: the latest state record known for it and the local time at w
 record was born, ``born = arrival time - age at arrival`` (Fig. 1 registers the arrival time
 and adds the time passed since, so ``age(now) = now - born``). A window is the W youngest
 entries, own entry included, found with an O(N) partition. A merge replaces an entry only by a
-newer one. All operations are vectorised over entries.
+newer one: the later birth, or, when records carry a ``version`` field (the node daemon's,
+:mod:`shoal.gossip.packet`), the higher version first (a version is its owner's counter, exact,
+where a birth time is an estimate that transit times blur). All operations are vectorised over
+entries. :class:`OpenVector` is the same vector for an open membership: nodes named by 32-bit
+ids on the wire, a local slot per id, appended at its first sight.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +36,7 @@ class InfoVector:
         """Boolean mask of the entries that hold a record."""
         return np.isfinite(self.born)
 
-    def update_own(self, record, now: float) -> None:
+    def update_own(self, record: Any, now: float) -> None:
         """Fig. 1: renew the node's own entry with its current state; its age becomes 0."""
         self.records[self.me] = record
         self.born[self.me] = now
@@ -50,11 +56,23 @@ class InfoVector:
         ``nodes`` must be distinct (the wire decoder checks it). Returns how many were kept."""
         born = now - ages
         newer = born > self.born[nodes]
+        if self.records.dtype.names and "version" in self.records.dtype.names:
+            mine, theirs = self.records["version"][nodes], records["version"]
+            newer = (theirs > mine) | ((theirs == mine) & newer)
         newer &= nodes != self.me
         take = nodes[newer]
         self.born[take] = born[newer]
         self.records[take] = records[newer]
         return int(newer.sum())
+
+    def grow(self, nodes: int) -> None:
+        """Room for ``nodes`` entries; the new ones hold no record."""
+        if nodes <= self.nodes:
+            return
+        self.born = np.concatenate([self.born, np.full(nodes - self.nodes, -np.inf)])
+        self.records = np.concatenate([self.records,
+                                       np.zeros(nodes - self.nodes, self.records.dtype)])
+        self.nodes = nodes
 
     def ages(self, now: float) -> np.ndarray:
         """Age of every entry in seconds (infinite where no record is known)."""
@@ -65,6 +83,45 @@ class InfoVector:
         mask = self.known
         mask[self.me] = False
         return float(np.mean(now - self.born[mask])) if mask.any() else float("nan")
+
+
+class OpenVector:
+    """An :class:`InfoVector` for an open membership (the node daemon): slot 0 is this node;
+    every other node gets the next free slot the first time its id is heard, and the vector
+    doubles when full. Slots are local: the wire names nodes by id, never by slot."""
+
+    def __init__(self, me_id: int, state: np.dtype, capacity: int = 16):
+        self.vector = InfoVector(max(2, capacity), 0, state)
+        self.ids = np.zeros(self.vector.nodes, np.uint32)
+        self.ids[0] = me_id
+        self.slot: dict[int, int] = {int(me_id): 0}
+
+    def __len__(self) -> int:
+        return len(self.slot)
+
+    def slots_of(self, ids: np.ndarray) -> np.ndarray:
+        """The slot of each id, new slots for ids never seen."""
+        out = np.empty(len(ids), np.intp)
+        for k, node in enumerate(ids.tolist()):
+            slot = self.slot.get(node)
+            if slot is None:
+                slot = len(self.slot)
+                if slot >= self.vector.nodes:
+                    self.vector.grow(2 * self.vector.nodes)
+                    self.ids = np.concatenate([self.ids, np.zeros(len(self.ids), np.uint32)])
+                self.slot[node] = slot
+                self.ids[slot] = node
+            out[k] = slot
+        return out
+
+    def window(self, size: int) -> np.ndarray:
+        """Slots of the ``size`` youngest known entries (:meth:`InfoVector.window`)."""
+        return self.vector.window(size)
+
+    def merge(self, ids: np.ndarray, ages: np.ndarray, records: np.ndarray,
+              now: float) -> int:
+        """:meth:`InfoVector.merge` of entries named by id (distinct ids)."""
+        return self.vector.merge(self.slots_of(ids), ages, records, now)
 
 
 class SparseVector:

@@ -1,10 +1,12 @@
 """The gossip message: a small versioned header followed by the window's raw entries.
 
-Header (20 bytes, little-endian): magic ``SHGP``, format version (1), reserved byte, header
-length, sender, entry count, record size. Then ``count`` entries of
-:func:`shoal.gossip.records.wire_dtype`. :func:`decode` checks everything a datagram from an
-untrusted peer can get wrong and raises :class:`shoal.WireError`; the service counts and drops
-such messages.
+Header (20 bytes, little-endian): magic ``SHGP``, format version (1), kind, header length,
+sender, entry count, record size. The kind says who speaks: 0 the MPI service (nodes are
+ranks, below the communicator's size), 1 the node daemon (nodes are 32-bit ids of an open
+membership, :mod:`shoal.gossip.packet`); a message of the other kind is refused. Then
+``count`` entries of :func:`shoal.gossip.records.wire_dtype`. :func:`decode` checks everything
+a datagram from an untrusted peer can get wrong and raises :class:`shoal.WireError`; the
+service counts and drops such messages.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from shoal.gossip.records import wire_dtype
 
 MAGIC = b"SHGP"
 VERSION = 1
+KIND_SERVICE, KIND_DAEMON = 0, 1
 HEADER = struct.Struct("<4sBBHIII")
 
 
@@ -27,14 +30,14 @@ def message_size(count: int, state: np.dtype) -> int:
 
 
 def encode(sender: int, nodes: np.ndarray, ages: np.ndarray, records: np.ndarray,
-           out: bytearray | None = None) -> memoryview:
+           out: bytearray | None = None, kind: int = KIND_SERVICE) -> memoryview:
     """Pack a window into ``out`` (allocated if None) and return a view of the used bytes."""
     state = records.dtype
     count = len(nodes)
     size = message_size(count, state)
     if out is None or len(out) < size:
         out = bytearray(size)
-    HEADER.pack_into(out, 0, MAGIC, VERSION, 0, HEADER.size, sender, count, state.itemsize)
+    HEADER.pack_into(out, 0, MAGIC, VERSION, kind, HEADER.size, sender, count, state.itemsize)
     body = np.frombuffer(out, wire_dtype(state), count, HEADER.size)
     body["node"] = nodes
     body["flags"] = 0
@@ -43,31 +46,36 @@ def encode(sender: int, nodes: np.ndarray, ages: np.ndarray, records: np.ndarray
     return memoryview(out)[:size]
 
 
-def decode(buf, nodes: int, state: np.dtype) -> tuple[int, np.ndarray]:
-    """Validate a message of a cluster of ``nodes`` and return (sender, entries). The entries
-    are a view into ``buf``; copy what you keep."""
+def decode(buf: bytes | bytearray | memoryview, nodes: int | None, state: np.dtype,
+           kind: int = KIND_SERVICE) -> tuple[int, np.ndarray]:
+    """Validate a message of a cluster of ``nodes`` (None: an open membership, any id) and
+    return (sender, entries). The entries are a view into ``buf``; copy what you keep."""
     view = memoryview(buf)
-    sender, count = _check_header(view, nodes, state)
+    sender, count = _check_header(view, nodes, state, kind)
     entries = np.frombuffer(view, wire_dtype(state), count, HEADER.size)
     _check_entries(entries, nodes)
     return sender, entries
 
 
-def _check_header(view: memoryview, nodes: int, state: np.dtype) -> tuple[int, int]:
+def _check_header(view: memoryview, nodes: int | None, state: np.dtype,
+                  kind: int) -> tuple[int, int]:
     """The header's sender and entry count, once the header and the message's length agree
     with this build and a cluster of ``nodes``."""
     if len(view) < HEADER.size:
         raise WireError(f"message of {len(view)} B is shorter than the {HEADER.size} B header")
-    magic, version, _, hlen, sender, count, esize = HEADER.unpack_from(view, 0)
+    magic, version, got_kind, hlen, sender, count, esize = HEADER.unpack_from(view, 0)
     if magic != MAGIC:
         raise WireError(f"bad magic {magic!r}: not a shoal gossip message")
     if version != VERSION or hlen != HEADER.size:
         raise WireError(f"unsupported format version {version} (header {hlen} B): "
                         f"this build reads version {VERSION}")
+    if got_kind != kind:
+        raise WireError(f"message of kind {got_kind}, expected {kind} (a daemon's message "
+                        "reached an MPI service, or the reverse)")
     if esize != state.itemsize:
         raise WireError(f"record size {esize} B differs from ours ({state.itemsize} B): "
                         "all ranks must use the same --entry-size")
-    if sender >= nodes or count > nodes:
+    if nodes is not None and (sender >= nodes or count > nodes):
         raise WireError(f"sender {sender} or entry count {count} out of range for "
                         f"{nodes} nodes")
     expect = message_size(count, state)
@@ -76,11 +84,11 @@ def _check_header(view: memoryview, nodes: int, state: np.dtype) -> tuple[int, i
     return sender, count
 
 
-def _check_entries(entries: np.ndarray, nodes: int) -> None:
+def _check_entries(entries: np.ndarray, nodes: int | None) -> None:
     """Refuse entries for unknown or repeated nodes, ages in the future and unknown flags."""
     count = len(entries)
     idx = entries["node"]
-    if count and int(idx.max()) >= nodes:
+    if nodes is not None and count and int(idx.max()) >= nodes:
         raise WireError(f"entry for node {int(idx.max())} in a cluster of {nodes}")
     if len(np.unique(idx)) != count:
         raise WireError("the same node appears twice in one window")

@@ -233,6 +233,15 @@ def my_host() -> str:
     return rt.nodes.hosts[rt.pe]
 
 
+def cluster(state_dir: str | None = None) -> list[dict[str, Any]]:
+    """The nodes this node's gossip daemon knows (``shoal gossip daemon``; one dict per node:
+    name, addr, age in s, load, free_mem, cores, jobs, pes, keys, self), [] where none runs.
+    Needs no running job."""
+    from shoal.gossip.control import cluster as daemon_view
+
+    return daemon_view(state_dir)
+
+
 def my_node() -> int:
     """The number of this PE's node (nodes are numbered in the order of their first PE)."""
     rt = current()

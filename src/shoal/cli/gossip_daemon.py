@@ -1,0 +1,129 @@
+"""``shoal gossip daemon|set|unset|status``: the node daemon and its queries (the library is
+:mod:`shoal.gossip.daemon` and :mod:`shoal.gossip.control`)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import click
+
+from shoal import units
+from shoal.cli.render import console, table
+from shoal.errors import UsageError
+
+STATE_HELP = ("The daemon's state directory [default: $SHOAL_GOSSIP_STATE_DIR, else "
+              "/var/lib/shoal-gossip as root, else ~/.local/state/shoal-gossip].")
+
+
+def parse_hostport(text: str, flag: str, resolve: bool = True) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``) as (IP, port): a name is resolved once, here."""
+    host, sep, port = text.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"{flag} {text!r}: give host:port, e.g. 127.0.0.1:7946")
+    if not resolve:
+        return host, int(port)
+    try:
+        info = socket.getaddrinfo(host, int(port), type=socket.SOCK_DGRAM)
+    except (OSError, UnicodeError) as exc:
+        raise UsageError(f"{flag} {text!r}: host {host!r} does not resolve ({exc}): give an "
+                         "IP address or a known host name") from None
+    return str(info[0][4][0]), int(port)
+
+
+def _state_dir(given: str | None) -> Path:
+    from shoal.gossip.control import default_state_dir
+
+    return Path(given).expanduser() if given else default_state_dir()
+
+
+@click.command()
+@click.option("--bind", default="0.0.0.0:7946", show_default=True,
+              help="UDP address to gossip on (host:port).")
+@click.option("--join", default="", help="Seed addresses to join through: host:port,...")
+@click.option("--name", default=None, help="The node's stable name [default: "
+              "HOSTNAME@ADDRESS]; at most 64 bytes.")
+@click.option("--advertise", default=None, help="host:port peers send to [default: the "
+              "bound address; the host's address for a 0.0.0.0 bind].")
+@click.option("--interval", default="1s", show_default=True, help="Unit of time (256ms, 1s).")
+@click.option("--window", default="20%", show_default=True,
+              help="Window: a percentage of the known nodes or a count of entries.")
+@click.option("--state-dir", default=None, help=STATE_HELP)
+@click.option("--http", "http", default=None,
+              help="Serve /status (JSON) and /metrics (Prometheus) on this loopback "
+                   "host:port, e.g. 127.0.0.1:7947.")
+@click.option("--detach", is_flag=True, help="Run in the background (log: daemon.log in "
+              "the state directory).")
+def daemon(bind: str, join: str, name: str | None, advertise: str | None, interval: str,
+           window: str, state_dir: str | None, http: str | None, detach: bool) -> None:
+    """Run the gossip daemon of this node (UDP, no MPI) until SIGTERM."""
+    import ipaddress
+
+    from shoal.cli.gossip import _interval, _window
+    from shoal.gossip.daemon import DaemonConfig, format_addr, serve
+
+    seeds = [parse_hostport(s, "--join") for s in join.split(",") if s.strip()]
+    http_addr = parse_hostport(http, "--http") if http else None
+    if http_addr and not ipaddress.ip_address(http_addr[0]).is_loopback:
+        raise UsageError(f"--http {http}: the endpoint serves localhost only; give "
+                         "127.0.0.1:PORT or [::1]:PORT")
+    if name is not None and not 0 < len(name.encode()) <= 64:
+        raise UsageError(f"--name {name!r}: give 1 to 64 bytes")
+    cfg = DaemonConfig(
+        bind=parse_hostport(bind, "--bind"), seeds=seeds, interval=_interval(interval),
+        window=_window(window), state_dir=_state_dir(state_dir), name=name,
+        advertise=format_addr(parse_hostport(advertise, "--advertise")) if advertise else None,
+        http=http_addr)
+    serve(cfg, background=detach)
+
+
+@click.command("set")
+@click.argument("key")
+@click.argument("value")
+@click.option("--state-dir", default=None, help=STATE_HELP)
+def set_key(key: str, value: str, state_dir: str | None) -> None:
+    """Publish KEY=VALUE in this node's gossip record (through the local daemon)."""
+    from shoal.gossip.control import request
+
+    keys = request(_state_dir(state_dir), {"op": "set", "key": key, "value": value})["keys"]
+    console.print(f"keys of this node: {json.dumps(keys)}")
+
+
+@click.command("unset")
+@click.argument("key")
+@click.option("--state-dir", default=None, help=STATE_HELP)
+def unset_key(key: str, state_dir: str | None) -> None:
+    """Remove KEY from this node's gossip record."""
+    from shoal.gossip.control import request
+
+    keys = request(_state_dir(state_dir), {"op": "unset", "key": key})["keys"]
+    console.print(f"keys of this node: {json.dumps(keys)}")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the daemon's whole view as JSON.")
+@click.option("--state-dir", default=None, help=STATE_HELP)
+def status(as_json: bool, state_dir: str | None) -> None:
+    """Every node the local daemon knows: address, age, load, memory, cores, jobs, keys."""
+    from shoal.gossip.control import request
+
+    view = request(_state_dir(state_dir), {"op": "status"})
+    view.pop("ok", None)
+    if as_json:
+        click.echo(json.dumps(view, indent=1))
+        return
+    rows = [[("* " if n["self"] else "") + n["name"], n["addr"], f"{n['age']:.2f}",
+             " ".join(f"{x:.2f}" for x in n["load"]), units.format_bytes(n["free_mem"]),
+             n["cores"], n["jobs"], n["pes"],
+             " ".join(f"{k}={v}" for k, v in sorted(n["keys"].items()))]
+            for n in view["nodes"]]
+    mean = view["mean_age"]
+    console.print(table(
+        f"Gossip: {len(rows)} nodes as {view['name']} sees them (interval "
+        f"{units.format_duration(view['interval'])}, mean age "
+        f"{'-' if mean is None else f'{mean:.2f} s'}, malformed packets "
+        f"{view['stats']['malformed']})",
+        ["node", "address", "age (s)", "load 1/5/15", "free memory", "cores", "jobs", "PEs",
+         "keys"], rows))

@@ -1,0 +1,457 @@
+"""The gossip node daemon (``shoal gossip daemon``): Fig. 1 of Levy14 as a system service,
+one per node, over UDP, without MPI.
+
+Once per interval, at its own random phase, the daemon renews its own record (load averages,
+available memory, cores, the shoal jobs and PEs on the node, the user's keys; its version goes
+up by one) and sends the window of its youngest entries to a random node it knows, or to a
+seed of ``--join`` while it knows none. Arriving windows are merged by the same code as the MPI
+service's (:class:`shoal.gossip.vector.OpenVector` over :class:`InfoVector`); the packets are
+:mod:`shoal.gossip.packet`'s. One asyncio loop serves the UDP socket, the timer, the control
+socket (:mod:`shoal.gossip.control`) and the optional HTTP endpoint (``/status``,
+``/metrics``): it sleeps until a datagram, a request or the next tick.
+
+The version never goes back: the state file (``state.json`` in the state directory, written
+atomically) holds a version the daemon has not yet used; a block of :data:`RESERVE` versions
+is reserved at a time, so a crash loses at most a skip forward, and SIGTERM saves the exact
+one. Peers keep the record with the higher version, so a restarted daemon is believed at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import os
+import random
+import signal
+import socket
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shoal.errors import UsageError, WireError
+from shoal.files import write_text
+from shoal.gossip import control, packet
+from shoal.gossip.analysis import window_entries
+from shoal.gossip.packet import Address, parse_ip_addr
+from shoal.gossip.state import load_averages, shoal_jobs
+from shoal.gossip.vector import OpenVector
+from shoal.memory import node_available
+
+RESERVE = 64  # versions reserved per write of the state file
+JOB_SCAN = 5.0  # seconds between two looks for shoal jobs on the node
+MIN_WINDOW = 2  # own entry and one other: with the own entry alone, nodes that know only a
+# seed would never learn of each other (membership spreads through the windows)
+
+
+@dataclass
+class DaemonConfig:
+    """What ``shoal gossip daemon`` was asked for (addresses already resolved to IPs)."""
+
+    bind: Address
+    seeds: list[Address]
+    interval: float = 1.0
+    window: float | int = 0.2
+    state_dir: Path = field(default_factory=control.default_state_dir)
+    name: str | None = None
+    advertise: str | None = None  # host:port peers send to; default: the bound address
+    http: Address | None = None
+
+
+@dataclass
+class DaemonStats:
+    sent: int = 0
+    received: int = 0
+    malformed: int = 0  # packets dropped by validation (oversized ones included)
+    oversized: int = 0
+    merged_entries: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    ticks: int = 0
+    send_errors: int = 0
+
+
+def format_addr(addr: Address) -> str:
+    host, port = addr
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class Daemon:
+    """One node's daemon around sockets already bound (so that errors show before
+    ``--detach``): ``udp`` (the gossip), ``ctl`` (the control socket, listening) and
+    ``http`` (listening, or None)."""
+
+    def __init__(self, cfg: DaemonConfig, udp: socket.socket, ctl: socket.socket,
+                 http: socket.socket | None = None):
+        self.cfg, self.udp, self.ctl, self.http = cfg, udp, ctl, http
+        bound = udp.getsockname()[:2]
+        self.advertise = cfg.advertise or format_addr(_reachable(bound))
+        self.name = cfg.name or f"{socket.gethostname()}@{self.advertise}"
+        self.id = packet.node_id(self.name)
+        self.vector = OpenVector(self.id, packet.RECORD)
+        self.stats = DaemonStats()
+        self.rng = random.Random()
+        saved = _load_state(cfg.state_dir)
+        self.version = int(saved.get("version", 0))
+        self.reserved = self.version
+        self.keys: dict[str, str] = dict(saved.get("keys", {}))
+        self.seeds = list(cfg.seeds) + [a for a in map(parse_ip_addr, saved.get("peers", []))
+                                        if a is not None]
+        self.started = time.monotonic()
+        self._jobs, self._jobs_at = (0, 0), -JOB_SCAN
+        self._own = np.zeros((), packet.RECORD)
+        self._transport: asyncio.DatagramTransport | None = None
+
+    # -- state that survives a restart ------------------------------------------------
+    def save(self, exact: bool = False) -> None:
+        """Write the state file: the next unused version (``exact``: at a clean stop), the
+        keys and the peers' addresses (to rejoin without seeds)."""
+        if not exact:
+            self.reserved = self.version + RESERVE
+        version = self.version + 1 if exact else self.reserved
+        peers = sorted({n["addr"] for n in self.nodes(time.monotonic()) if not n["self"]})
+        write_text(self.cfg.state_dir / control.STATEFILE, json.dumps(
+            {"name": self.name, "version": version, "keys": self.keys,
+             "peers": peers[:64]}, indent=1) + "\n")
+
+    # -- the algorithm ------------------------------------------------------------------
+    def renew(self, now: float) -> None:
+        """Fig. 1: the node's own record, now, with the next version."""
+        self.version += 1
+        if self.version >= self.reserved:
+            self.save()
+        if now - self._jobs_at >= JOB_SCAN:
+            self._jobs, self._jobs_at = shoal_jobs(socket.gethostname()), now
+        own = self._own
+        own["version"] = self.version
+        own["load"], own["load5"], own["load15"] = load_averages()
+        own["free_mem"] = node_available()
+        own["cores"] = min(os.cpu_count() or 1, 65535)
+        own["jobs"], own["pes"] = min(self._jobs[0], 65535), self._jobs[1]
+        own["name"], own["addr"] = self.name.encode(), self.advertise.encode()
+        own["keys"] = packet.encode_keys(self.keys)
+        self.vector.vector.update_own(own, now)
+
+    def tick(self, now: float) -> None:
+        """Renew the own entry and send the window to a random known node (or a seed)."""
+        self.renew(now)
+        self.stats.ticks += 1
+        target = self.pick_target()
+        if target is None or self._transport is None:
+            return
+        slots = self.vector.window(self.window_size())
+        vec = self.vector.vector
+        for data in packet.encode_window(self.id, self.vector.ids[slots],
+                                         now - vec.born[slots], vec.records[slots]):
+            try:
+                self._transport.sendto(data, target)
+            except OSError:
+                self.stats.send_errors += 1
+                continue
+            self.stats.sent += 1
+            self.stats.bytes_sent += len(data)
+
+    def window_size(self) -> int:
+        """Entries sent: ``--window`` of the nodes known now (a count is capped by them), at
+        least :data:`MIN_WINDOW`."""
+        known = int(self.vector.vector.known.sum())
+        if known < 2:
+            return 1
+        win = self.cfg.window
+        return max(MIN_WINDOW, window_entries(known, win if isinstance(win, float)
+                                              else min(win, known)))
+
+    def pick_target(self) -> Address | None:
+        """A random known node other than this one, else a random seed."""
+        vec = self.vector.vector
+        slots = np.flatnonzero(vec.known[1:len(self.vector)]) + 1
+        if len(slots):
+            addr = parse_ip_addr(vec.records["addr"][self.rng.choice(slots)].decode())
+            if addr is not None:
+                return addr
+        seeds = [s for s in self.seeds if format_addr(s) != self.advertise]
+        return self.rng.choice(seeds) if seeds else None
+
+    def receive(self, data: bytes, now: float) -> None:
+        """Merge one datagram's window; count and drop it if it is malformed."""
+        self.stats.received += 1
+        self.stats.bytes_received += len(data)
+        try:
+            _, entries = packet.decode_packet(data)
+        except WireError:
+            self.stats.malformed += 1
+            self.stats.oversized += len(data) > packet.MAX_PACKET
+            return
+        self.stats.merged_entries += self.vector.merge(
+            entries["node"], entries["age"], entries["state"], now)
+
+    # -- queries ------------------------------------------------------------------------
+    def nodes(self, now: float) -> list[dict[str, Any]]:
+        """Every node known, this one first, then by name."""
+        vec = self.vector.vector
+        out = []
+        for slot in np.flatnonzero(vec.known):
+            entry = packet.record_fields(vec.records[slot])
+            entry.update(id=int(self.vector.ids[slot]), age=round(float(now - vec.born[slot]), 4),
+                         self=bool(slot == 0))
+            out.append(entry)
+        return sorted(out, key=lambda e: (not e["self"], e["name"]))
+
+    def status(self) -> dict[str, Any]:
+        now = time.monotonic()
+        nodes = self.nodes(now)
+        ages = [n["age"] for n in nodes if not n["self"]]
+        return {"name": self.name, "addr": self.advertise, "version": self.version,
+                "interval": self.cfg.interval, "window": self.cfg.window,
+                "uptime": round(now - self.started, 3), "cpu_seconds": time.process_time(),
+                "mean_age": float(np.mean(ages)) if ages else None,
+                "stats": asdict(self.stats), "nodes": nodes}
+
+    def metrics(self) -> str:
+        return prometheus(self.status())
+
+    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        """One control request (see :mod:`shoal.gossip.control`)."""
+        op = req.get("op")
+        if op == "status":
+            return {"ok": True, **self.status()}
+        if op in ("set", "unset") and isinstance(req.get("key"), str):
+            keys = dict(self.keys)
+            if op == "set":
+                keys[req["key"]] = str(req.get("value", ""))
+            else:
+                keys.pop(req["key"], None)
+            size = len(packet.encode_keys(keys))
+            if size > packet.KEYS_BYTES:
+                return {"ok": False, "error": f"the keys would take {size} B of the record's "
+                        f"{packet.KEYS_BYTES} B: use shorter keys or values, or unset some"}
+            self.keys = keys
+            self.save()
+            return {"ok": True, "keys": keys}
+        return {"ok": False, "error": f"unknown request {op!r}"}
+
+    # -- the loop -----------------------------------------------------------------------
+    def run(self) -> None:
+        """Serve until SIGTERM or SIGINT, then save the state (exact version)."""
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        self._transport, _ = await loop.create_datagram_endpoint(
+            lambda: _Udp(self), sock=self.udp)
+        servers = [await asyncio.start_unix_server(self._control, sock=self.ctl)]
+        if self.http is not None:
+            servers.append(await asyncio.start_server(self._http, sock=self.http))
+        ticker = asyncio.create_task(self._ticks())
+        print(f"shoal gossip daemon {self.name} (id {self.id:#010x}) on {self.advertise}, "
+              f"version {self.version}", flush=True)
+        try:
+            await stop.wait()
+        finally:
+            ticker.cancel()
+            for server in servers:
+                server.close()
+            self._transport.close()
+            self.save(exact=True)
+            print(f"shoal gossip daemon {self.name} stopped at version {self.version}",
+                  flush=True)
+
+    async def _ticks(self) -> None:
+        interval = self.cfg.interval
+        deadline = time.monotonic() + self.rng.random() * interval
+        while True:
+            await asyncio.sleep(max(0.0, deadline - time.monotonic()))
+            now = time.monotonic()
+            self.tick(now)
+            deadline += interval
+            if now - deadline > interval:  # fell behind (suspended): skip, do not burst
+                deadline = now + interval
+
+    async def _control(self, reader: asyncio.StreamReader,
+                       writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await asyncio.wait_for(reader.readline(), 2.0)
+            try:
+                req = json.loads(line)
+                answer = self.handle(req if isinstance(req, dict) else {})
+            except ValueError:
+                answer = {"ok": False, "error": "a request is one JSON object on one line"}
+            writer.write(json.dumps(answer).encode() + b"\n")
+            await writer.drain()
+        except (OSError, asyncio.TimeoutError):
+            pass
+        finally:
+            writer.close()
+
+    async def _http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 2.0)
+            parts = head.split(b"\r\n", 1)[0].split()
+            path = parts[1].decode(errors="replace").split("?")[0] if len(parts) > 1 else ""
+            code, ctype, body = self._route(parts[0] if parts else b"", path)
+            writer.write(f"HTTP/1.1 {code}\r\nContent-Type: {ctype}\r\nContent-Length: "
+                         f"{len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+            await writer.drain()
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError,
+                asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    def _route(self, method: bytes, path: str) -> tuple[str, str, bytes]:
+        if method != b"GET":
+            return "405 Method Not Allowed", "text/plain", b"GET only\n"
+        if path == "/status":
+            return "200 OK", "application/json", json.dumps(self.status()).encode()
+        if path == "/metrics":
+            return ("200 OK", "text/plain; version=0.0.4; charset=utf-8",
+                    self.metrics().encode())
+        return "404 Not Found", "text/plain", b"try /status or /metrics\n"
+
+
+class _Udp(asyncio.DatagramProtocol):
+    def __init__(self, daemon: Daemon):
+        self.daemon = daemon
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        self.daemon.receive(data, time.monotonic())
+
+    def error_received(self, exc: Exception) -> None:  # ICMP unreachable of a past send
+        self.daemon.stats.send_errors += 1
+
+
+def prometheus(status: dict[str, Any]) -> str:
+    """The Prometheus text format of a status: the daemon's counters, and per node its age,
+    load, free memory, cores, jobs and PEs (labelled with its name)."""
+    lines = []
+    for key, value in status["stats"].items():
+        lines += [f"# TYPE shoal_gossip_{key}_total counter",
+                  f"shoal_gossip_{key}_total {value}"]
+    lines += ["# TYPE shoal_gossip_nodes gauge", f"shoal_gossip_nodes {len(status['nodes'])}",
+              "# TYPE shoal_gossip_version gauge", f"shoal_gossip_version {status['version']}",
+              "# TYPE shoal_gossip_cpu_seconds_total counter",
+              f"shoal_gossip_cpu_seconds_total {status['cpu_seconds']:.6f}"]
+    per_node = {"age_seconds": lambda n: n["age"], "load1": lambda n: n["load"][0],
+                "load5": lambda n: n["load"][1], "load15": lambda n: n["load"][2],
+                "free_memory_bytes": lambda n: n["free_mem"], "cores": lambda n: n["cores"],
+                "jobs": lambda n: n["jobs"], "pes": lambda n: n["pes"]}
+    for metric, get in per_node.items():
+        lines.append(f"# TYPE shoal_gossip_node_{metric} gauge")
+        for n in status["nodes"]:
+            label = n["name"].replace("\\", "\\\\").replace('"', '\\"')
+            lines.append(f'shoal_gossip_node_{metric}{{node="{label}"}} {get(n)}')
+    return "\n".join(lines) + "\n"
+
+
+def _reachable(bound: Address) -> Address:
+    """The address peers reach a socket bound to ``bound`` at (the host's address for a
+    wildcard bind)."""
+    host, port = bound
+    if ipaddress.ip_address(host).is_unspecified:
+        host = socket.gethostbyname(socket.gethostname())
+    return host, port
+
+
+def _load_state(state_dir: Path) -> dict[str, Any]:
+    try:
+        saved = json.loads((state_dir / control.STATEFILE).read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{state_dir / control.STATEFILE} is unreadable ({exc}): repair or "
+                         "remove it (the node's version then restarts at 0 and its peers "
+                         "ignore it until it passes the old one)") from None
+    return saved if isinstance(saved, dict) else {}
+
+
+# -- starting: sockets, pid file, detaching ----------------------------------------------
+def open_sockets(cfg: DaemonConfig) -> tuple[socket.socket, socket.socket,
+                                              socket.socket | None]:
+    """Bind the UDP socket, the control socket and the HTTP one; a busy address or a state
+    directory that cannot be made is a :class:`UsageError`."""
+    try:
+        cfg.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise UsageError(f"--state-dir {cfg.state_dir}: cannot create it ({exc.strerror}): "
+                         "give a writable directory") from None
+    _refuse_running(cfg.state_dir)
+    family = socket.AF_INET6 if ":" in cfg.bind[0] else socket.AF_INET
+    udp = _bound(socket.socket(family, socket.SOCK_DGRAM), cfg.bind, "--bind")
+    udp.setblocking(False)
+    http = None
+    if cfg.http is not None:
+        hfam = socket.AF_INET6 if ":" in cfg.http[0] else socket.AF_INET
+        http = _bound(socket.socket(hfam, socket.SOCK_STREAM), cfg.http, "--http")
+        http.listen(16)
+    path = cfg.state_dir / control.CONTROL
+    path.unlink(missing_ok=True)  # left by a daemon that was killed
+    ctl = _bound(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM), os.fspath(path),
+                 "--state-dir")
+    os.chmod(path, 0o600)
+    ctl.listen(16)
+    return udp, ctl, http
+
+
+def _bound(sock: socket.socket, addr: Any, flag: str) -> socket.socket:
+    if sock.type == socket.SOCK_STREAM and sock.family != socket.AF_UNIX:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"{flag}: cannot bind {addr} ({exc.strerror}): give another "
+                         "address or port") from None
+    return sock
+
+
+def _refuse_running(state_dir: Path) -> None:
+    from shoal.jobdir import alive
+
+    try:
+        pid = int((state_dir / control.PIDFILE).read_text())
+    except (OSError, ValueError):
+        return
+    if pid != os.getpid() and alive(pid):
+        raise UsageError(f"a gossip daemon (pid {pid}) runs with --state-dir {state_dir}: "
+                         "stop it (kill -TERM) or give another --state-dir")
+
+
+def detach(state_dir: Path) -> None:
+    """Become a daemon: double fork, a new session, stdio to ``daemon.log``. The caller's
+    process exits 0 once the daemon is started."""
+    if os.fork() > 0:
+        os._exit(0)
+    os.setsid()
+    if os.fork() > 0:
+        os._exit(0)
+    os.chdir("/")
+    log = os.open(state_dir / control.LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(null)
+    os.close(log)
+
+
+def serve(cfg: DaemonConfig, background: bool = False) -> None:
+    """Bind, optionally detach, write the pid file, run until SIGTERM, clean up."""
+    udp, ctl, http = open_sockets(cfg)
+    daemon = Daemon(cfg, udp, ctl, http)
+    if background:
+        detach(cfg.state_dir)
+    pidfile = cfg.state_dir / control.PIDFILE
+    write_text(pidfile, f"{os.getpid()}\n")
+    try:
+        daemon.run()
+    finally:
+        with contextlib.suppress(OSError):
+            (cfg.state_dir / control.CONTROL).unlink()
+            pidfile.unlink()
