@@ -3,7 +3,14 @@ import math
 import pytest
 
 from shoal import UsageError
-from shoal.gossip.analysis import expected_age, refresh_probability, window_age, window_entries
+from shoal.gossip.analysis import (
+    age_quantile,
+    expected_age,
+    refresh_probability,
+    window_age,
+    window_entries,
+)
+from shoal.gossip.sim import simulate
 
 
 def test_refresh_probability_is_the_closed_form():
@@ -45,3 +52,20 @@ def test_window_entries():
     with pytest.raises(UsageError, match="lower --window"):
         window_entries(10, 11)
     assert math.isfinite(expected_age(2, 2))
+
+
+@pytest.mark.parametrize("nodes,window", [(64, 13), (256, 51)])
+def test_the_age_law_s_quantiles_are_the_simulated_ones(nodes, window):
+    # the failure detector's threshold (analysis.age_quantile) against the simulator's
+    # percentiles of entry ages (bins of 1/64 unit)
+    sim = simulate(nodes, window, units=300, warmup=50, seed=3)
+    for pct in (50, 90, 99):
+        want = sim.percentiles[pct]
+        assert age_quantile(nodes, window, 1 - pct / 100) == pytest.approx(want, rel=0.12)
+    # a deeper tail is further out
+    assert age_quantile(nodes, window, 1e-6) > 2 * age_quantile(nodes, window, 0.01)
+
+
+def test_an_impossible_tail_is_refused():
+    with pytest.raises(UsageError, match="tail probability"):
+        age_quantile(64, 13, 0.0)

@@ -56,12 +56,10 @@ def refresh_probability(nodes: int, window: int) -> float:
 
 
 @lru_cache(maxsize=4096)
-def window_age(nodes: int, window: int) -> float:
-    """Average age ``A_w`` (units of time) of the entries inside a window, own entry included,
-    from the fixed point described in the module docstring."""
+def _fixed_point(nodes: int, window: int) -> tuple[float, float, np.ndarray]:
+    """The fixed point of the module docstring: ``(A_w, h, surv)``, ``surv[k]`` the
+    probability that a vector entry is older than ``(k + 1/2) h`` units (read-only)."""
     p = refresh_probability(nodes, window)
-    if window == 1:
-        return 0.0
     rate = -math.log1p(-p) if p < 1.0 else float(window)
     q = (window - 1) / (nodes - 1)
     span = 40.0 * math.log(nodes) / rate + 20.0
@@ -69,8 +67,11 @@ def window_age(nodes: int, window: int) -> float:
     h = span / bins
     f_x = np.ones(bins)
     last = -1.0
+    a_w = 0.0
     for _ in range(1000):
         surv = np.exp(-rate * h * (np.cumsum(f_x) - 0.5 * f_x))
+        if window == 1:  # every offer comes from the record's owner: age 0
+            break
         f_a = 1.0 - surv
         in_window = np.minimum(f_a / q, 1.0)
         # E[A | A <= q-quantile] from the survival function of the truncated law
@@ -80,7 +81,28 @@ def window_age(nodes: int, window: int) -> float:
             break
         last = a_w
         f_x = 1.0 / window + (window - 1) / window * in_window
-    return a_w
+    surv.setflags(write=False)
+    return a_w, h, surv
+
+
+def window_age(nodes: int, window: int) -> float:
+    """Average age ``A_w`` (units of time) of the entries inside a window, own entry included,
+    from the fixed point described in the module docstring."""
+    return _fixed_point(nodes, window)[0]
+
+
+def age_quantile(nodes: int, window: int, tail: float) -> float:
+    """The age (units of time) that a vector entry of a live node exceeds with probability
+    ``tail``, from the entry's age law ``P(A > a) = exp(-rate * int_0^a P(X <= s) ds)`` at
+    the fixed point: the threshold past which a node is suspected with a false-alarm
+    probability of ``tail`` per look (issue: failure detection from the expected-age law)."""
+    if not 0.0 < tail < 1.0:
+        raise UsageError(f"a tail probability lies in (0, 1) (got {tail})")
+    _, h, surv = _fixed_point(nodes, window)
+    k = int(np.searchsorted(-surv, -tail))  # surv decreases: the first bin below tail
+    if k >= len(surv):
+        raise UsageError(f"a tail of {tail} lies beyond the computed age law: raise it")
+    return (k + 0.5) * h
 
 
 def expected_age(nodes: int, window: int) -> float:
