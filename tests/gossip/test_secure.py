@@ -217,6 +217,7 @@ def test_the_keyring_is_0600_written_whole_and_an_open_daemon_says_so(tmp_path):
     (["daemon", "--bind", "127.0.0.1:1", "--key", "abc"], "not base64"),
     (["daemon", "--bind", "127.0.0.1:1", "--allow", "10.0.0.0/33"], "give CIDRs"),
     (["daemon", "--bind", "127.0.0.1:1", "--label", ""], "1 to 64 bytes"),
+    (["daemon", "--bind", "127.0.0.1:0", "--keyring", "/nonexistent/k.json"], "--key KEY"),
 ])
 def test_bad_key_input_exits_2_saying_what_to_change(args, says, tmp_path, monkeypatch,
                                                        capsys):

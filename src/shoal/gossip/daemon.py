@@ -124,7 +124,8 @@ class Daemon:
         self._jobs, self._jobs_at = (0, 0), -JOB_SCAN
         self._own = np.zeros((), packet.RECORD)
         self._transport: asyncio.DatagramTransport | None = None
-        self.keyring, self.key_note = secure.open_keyring(cfg.keyring_path, cfg.key)
+        self.keyring, self.key_note = secure.open_keyring(
+            cfg.keyring_path, cfg.key, required=cfg.keyring is not None)
         self.envelope = (secure.Envelope(self.keyring, cfg.label)
                          if self.keyring is not None else None)
         self.replay = secure.ReplayWindow()

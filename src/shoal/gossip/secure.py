@@ -205,10 +205,12 @@ class Keyring:
         return cls(keys, primary, path)
 
 
-def open_keyring(path: Path, key: bytes | None) -> tuple[Keyring | None, str]:
+def open_keyring(path: Path, key: bytes | None,
+                 required: bool = False) -> tuple[Keyring | None, str]:
     """The keyring at ``path`` if the file exists (``key`` is then only checked against it),
-    else a new one holding ``key`` as its primary, written there; None without either. Also
-    a line that says what happened."""
+    else a new one holding ``key`` as its primary, written there; None without either (a
+    :class:`UsageError` if ``required``: a --keyring that was named). Also a line that says
+    what happened."""
     if path.exists():
         ring = Keyring.load(path)
         note = f"keyring {path}: {len(ring)} key(s), primary {ring.primary:08x}"
@@ -217,6 +219,9 @@ def open_keyring(path: Path, key: bytes | None) -> tuple[Keyring | None, str]:
                      "run wins; rotate with `shoal gossip keys`)")
         return ring, note
     if key is None:
+        if required:
+            raise UsageError(f"--keyring {path} does not exist: give --key KEY as well to "
+                             "create it, or the path of an existing keyring")
         return None, ""
     ring = Keyring([], key, path)
     ring.save()
