@@ -23,7 +23,10 @@ def shoal(*args, timeout=120):
                                  ["lb"], ["lb", "synth"], ["lb", "simulate"],
                                  ["gossip", "overhead"], ["gossip", "daemon"],
                                  ["gossip", "status"], ["gossip", "set"],
-                                 ["gossip", "unset"]])
+                                 ["gossip", "unset"], ["gossip", "keys"],
+                                 ["gossip", "keys", "generate"], ["gossip", "keys", "install"],
+                                 ["gossip", "keys", "use"], ["gossip", "keys", "remove"],
+                                 ["gossip", "keys", "list"]])
 def test_help_on_every_command(cmd):
     out = shoal(*cmd, "--help")
     assert out.returncode == 0

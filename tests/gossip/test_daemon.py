@@ -209,6 +209,7 @@ def test_malformed_packets_are_counted_and_dropped(cluster):
 def test_sigterm_stops_cleanly_and_the_version_never_goes_back(cluster):
     code, out = cluster.stop(3)
     assert code == 0, out
+    assert "the cluster is OPEN" in out  # no key: it said so at its start
     stopped = int(out.rsplit("stopped at version", 1)[1].split()[0])
     saved = json.loads((cluster.state(3) / "state.json").read_text())
     assert saved["version"] > stopped and saved["name"] == "node3"

@@ -320,7 +320,7 @@ def _daemon_commands() -> None:
     """The node daemon and its queries live in :mod:`shoal.cli.gossip_daemon`."""
     from shoal.cli import gossip_daemon as d
 
-    for command in (d.daemon, d.set_key, d.unset_key, d.status):
+    for command in (d.daemon, d.set_key, d.unset_key, d.status, d.keys):
         gossip.add_command(command)
 
 

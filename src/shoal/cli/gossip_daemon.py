@@ -1,5 +1,6 @@
-"""``shoal gossip daemon|set|unset|status``: the node daemon and its queries (the library is
-:mod:`shoal.gossip.daemon` and :mod:`shoal.gossip.control`)."""
+"""``shoal gossip daemon|set|unset|status|keys``: the node daemon, its queries and its keyring
+(the library is :mod:`shoal.gossip.daemon`, :mod:`shoal.gossip.control` and
+:mod:`shoal.gossip.secure`)."""
 
 from __future__ import annotations
 
@@ -56,12 +57,24 @@ def _state_dir(given: str | None) -> Path:
                    "host:port, e.g. 127.0.0.1:7947.")
 @click.option("--detach", is_flag=True, help="Run in the background (log: daemon.log in "
               "the state directory).")
+@click.option("--key", default=None, help="Encrypt and authenticate every packet with this "
+              "key (32 bytes in base64, `shoal gossip keys generate`); it starts the keyring "
+              "when there is none (an existing keyring wins).")
+@click.option("--keyring", "keyring", default=None, help="The keyring file [default: "
+              "keyring.json in the state directory]; a keyring there encrypts even without "
+              "--key.")
+@click.option("--label", default="shoal", show_default=True, help="The cluster label, "
+              "authenticated with every sealed packet: nodes of another label are refused.")
+@click.option("--allow", default="", help="Accept packets only from these networks: "
+              "CIDR,... e.g. 10.0.0.0/8,127.0.0.0/8 [default: any].")
 def daemon(bind: str, join: str, name: str | None, advertise: str | None, interval: str,
-           window: str, state_dir: str | None, http: str | None, detach: bool) -> None:
+           window: str, state_dir: str | None, http: str | None, detach: bool,
+           key: str | None, keyring: str | None, label: str, allow: str) -> None:
     """Run the gossip daemon of this node (UDP, no MPI) until SIGTERM."""
     import ipaddress
 
     from shoal.cli.gossip import _interval, _window
+    from shoal.gossip import secure
     from shoal.gossip.daemon import DaemonConfig, format_addr, serve
 
     seeds = [parse_hostport(s, "--join") for s in join.split(",") if s.strip()]
@@ -75,7 +88,9 @@ def daemon(bind: str, join: str, name: str | None, advertise: str | None, interv
         bind=parse_hostport(bind, "--bind"), seeds=seeds, interval=_interval(interval),
         window=_window(window), state_dir=_state_dir(state_dir), name=name,
         advertise=format_addr(parse_hostport(advertise, "--advertise")) if advertise else None,
-        http=http_addr)
+        http=http_addr, key=secure.parse_key(key, "--key") if key is not None else None,
+        keyring=Path(keyring).expanduser() if keyring else None,
+        label=secure.check_label(label), allow=secure.parse_allow(allow))
     serve(cfg, background=detach)
 
 
@@ -123,7 +138,72 @@ def status(as_json: bool, state_dir: str | None) -> None:
     console.print(table(
         f"Gossip: {len(rows)} nodes as {view['name']} sees them (interval "
         f"{units.format_duration(view['interval'])}, mean age "
-        f"{'-' if mean is None else f'{mean:.2f} s'}, malformed packets "
-        f"{view['stats']['malformed']})",
+        f"{'-' if mean is None else f'{mean:.2f} s'}, {_security_line(view)})",
         ["node", "address", "age (s)", "load 1/5/15", "free memory", "cores", "jobs", "PEs",
          "keys"], rows))
+
+
+def _security_line(view: dict) -> str:
+    """Encrypted or open, and the packets dropped by cause."""
+    sec, stats = view.get("security", {}), view["stats"]
+    causes = ("malformed", "foreign", "unknown_key", "forged", "replayed", "disallowed")
+    dropped = ", ".join(f"{c.replace('_', ' ')} {stats.get(c, 0)}" for c in causes)
+    return f"{'encrypted' if sec.get('encrypted') else 'OPEN'}; dropped: {dropped}"
+
+
+@click.group()
+def keys() -> None:
+    """The keyring of an encrypted cluster. Rotation without downtime: `install` the new key
+    on every node, then `use` it on every node, then `remove` the old one everywhere."""
+
+
+@keys.command()
+def generate() -> None:
+    """Print a new key (32 random bytes in base64)."""
+    from shoal.gossip.secure import generate_key
+
+    click.echo(generate_key())
+
+
+def _keys_request(action: str, key: str | None, state_dir: str | None) -> None:
+    from shoal.gossip.control import request
+    from shoal.gossip.secure import parse_key
+
+    message = {"op": "keys", "action": action}
+    if key is not None:
+        parse_key(key, "KEY")  # refused here, before asking the daemon
+        message["key"] = key.strip()
+    listing = request(_state_dir(state_dir), message)["keys"]
+    rows = [[k["id"], "primary" if k["primary"] else "", k["key"]] for k in listing]
+    console.print(table(f"Keyring: {len(rows)} key(s)", ["id", "", "key"], rows))
+
+
+@keys.command("list")
+@click.option("--state-dir", default=None, help=STATE_HELP)
+def list_keys(state_dir: str | None) -> None:
+    """The installed keys (the primary one encrypts, every one decrypts)."""
+    _keys_request("list", None, state_dir)
+
+
+@keys.command()
+@click.argument("key")
+@click.option("--state-dir", default=None, help=STATE_HELP)
+def install(key: str, state_dir: str | None) -> None:
+    """Install KEY: this node decrypts packets under it from now on."""
+    _keys_request("install", key, state_dir)
+
+
+@keys.command()
+@click.argument("key")
+@click.option("--state-dir", default=None, help=STATE_HELP)
+def use(key: str, state_dir: str | None) -> None:
+    """Make the installed KEY the primary: this node encrypts with it from now on."""
+    _keys_request("use", key, state_dir)
+
+
+@keys.command()
+@click.argument("key")
+@click.option("--state-dir", default=None, help=STATE_HELP)
+def remove(key: str, state_dir: str | None) -> None:
+    """Remove KEY (not the primary): packets under it are refused from now on."""
+    _keys_request("remove", key, state_dir)

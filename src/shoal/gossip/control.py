@@ -4,7 +4,9 @@ the queries that ``shoal gossip set/status`` and :func:`shoal.cluster` make.
 The control channel is a Unix stream socket, ``control.sock`` in the daemon's state
 directory (so only who may enter the directory may talk to it): one JSON object per line
 each way, ``{"op": "status"}``, ``{"op": "set", "key": K, "value": V}``,
-``{"op": "unset", "key": K}``; the answer has ``"ok"`` and, if false, ``"error"``.
+``{"op": "unset", "key": K}``, ``{"op": "keys", "action": "list|install|use|remove",
+"key": BASE64}`` (the keyring, :mod:`shoal.gossip.secure`); the answer has ``"ok"`` and, if
+false, ``"error"``.
 """
 
 from __future__ import annotations

@@ -14,6 +14,11 @@ The version never goes back: the state file (``state.json`` in the state directo
 atomically) holds a version the daemon has not yet used; a block of :data:`RESERVE` versions
 is reserved at a time, so a crash loses at most a skip forward, and SIGTERM saves the exact
 one. Peers keep the record with the higher version, so a restarted daemon is believed at once.
+
+With a key (``--key``, or a keyring file from a previous run) every packet is sealed
+(:mod:`shoal.gossip.secure`: AES-256-GCM under the cluster label, a sequence number derived
+from the version, a replay window per sender); ``--allow`` drops packets from outside the
+given networks. Without a key the daemon says at its start that the cluster is open.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import os
 import random
 import signal
 import socket
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,7 +41,7 @@ import numpy as np
 
 from shoal.errors import UsageError, WireError
 from shoal.files import write_text
-from shoal.gossip import control, packet
+from shoal.gossip import control, packet, secure
 from shoal.gossip.analysis import window_entries
 from shoal.gossip.packet import Address, parse_ip_addr
 from shoal.gossip.state import load_averages, shoal_jobs
@@ -60,6 +66,14 @@ class DaemonConfig:
     name: str | None = None
     advertise: str | None = None  # host:port peers send to; default: the bound address
     http: Address | None = None
+    key: bytes | None = None  # starts a keyring when there is none
+    keyring: Path | None = None  # default: keyring.json in the state directory
+    label: str = secure.DEFAULT_LABEL
+    allow: list[secure.Network] = field(default_factory=list)  # empty: any source
+
+    @property
+    def keyring_path(self) -> Path:
+        return self.keyring if self.keyring is not None else self.state_dir / secure.KEYRING
 
 
 @dataclass
@@ -68,6 +82,11 @@ class DaemonStats:
     received: int = 0
     malformed: int = 0  # packets dropped by validation (oversized ones included)
     oversized: int = 0
+    foreign: int = 0  # another format or cluster label, or open while sealed is expected
+    unknown_key: int = 0  # sealed under a key not installed here
+    forged: int = 0  # the tag is wrong
+    replayed: int = 0  # a sequence number seen before from that sender
+    disallowed: int = 0  # the source is outside --allow
     merged_entries: int = 0
     bytes_sent: int = 0
     bytes_received: int = 0
@@ -105,6 +124,12 @@ class Daemon:
         self._jobs, self._jobs_at = (0, 0), -JOB_SCAN
         self._own = np.zeros((), packet.RECORD)
         self._transport: asyncio.DatagramTransport | None = None
+        self.keyring, self.key_note = secure.open_keyring(
+            cfg.keyring_path, cfg.key, required=cfg.keyring is not None)
+        self.envelope = (secure.Envelope(self.keyring, cfg.label)
+                         if self.keyring is not None else None)
+        self.replay = secure.ReplayWindow()
+        self.allow = secure.Allow(cfg.allow)
 
     # -- state that survives a restart ------------------------------------------------
     def save(self, exact: bool = False) -> None:
@@ -146,7 +171,8 @@ class Daemon:
         slots = self.vector.window(self.window_size())
         vec = self.vector.vector
         for data in packet.encode_window(self.id, self.vector.ids[slots],
-                                         now - vec.born[slots], vec.records[slots]):
+                                         now - vec.born[slots], vec.records[slots],
+                                         self.envelope, self.version):
             try:
                 self._transport.sendto(data, target)
             except OSError:
@@ -176,18 +202,36 @@ class Daemon:
         seeds = [s for s in self.seeds if format_addr(s) != self.advertise]
         return self.rng.choice(seeds) if seeds else None
 
-    def receive(self, data: bytes, now: float) -> None:
-        """Merge one datagram's window; count and drop it if it is malformed."""
+    def receive(self, data: bytes, now: float, source: str | None = None) -> None:
+        """Merge one datagram's window (from the IP ``source``); count and drop it if its
+        source is not allowed, or it is malformed, foreign, forged or replayed."""
         self.stats.received += 1
         self.stats.bytes_received += len(data)
-        try:
-            _, entries = packet.decode_packet(data)
-        except WireError:
-            self.stats.malformed += 1
-            self.stats.oversized += len(data) > packet.MAX_PACKET
+        if source is not None and not self.allow.permits(source):
+            self.stats.disallowed += 1
             return
+        try:
+            got = packet.decode_packet(data, self.envelope)
+        except WireError as exc:
+            self._refused(exc, len(data))
+            return
+        if self.envelope is not None and not self.replay.accept(got.sender, got.seq):
+            self.stats.replayed += 1
+            return
+        entries = got.entries
         self.stats.merged_entries += self.vector.merge(
             entries["node"], entries["age"], entries["state"], now)
+
+    def _refused(self, exc: WireError, size: int) -> None:
+        if isinstance(exc, secure.ForgedPacketError):
+            self.stats.forged += 1
+        elif isinstance(exc, secure.UnknownKeyError):
+            self.stats.unknown_key += 1
+        elif isinstance(exc, secure.ForeignPacketError):
+            self.stats.foreign += 1
+        else:
+            self.stats.malformed += 1
+            self.stats.oversized += size > packet.MAX_PACKET
 
     # -- queries ------------------------------------------------------------------------
     def nodes(self, now: float) -> list[dict[str, Any]]:
@@ -209,7 +253,26 @@ class Daemon:
                 "interval": self.cfg.interval, "window": self.cfg.window,
                 "uptime": round(now - self.started, 3), "cpu_seconds": time.process_time(),
                 "mean_age": float(np.mean(ages)) if ages else None,
-                "stats": asdict(self.stats), "nodes": nodes}
+                "security": self.security(), "stats": asdict(self.stats), "nodes": nodes}
+
+    def security(self) -> dict[str, Any]:
+        """How packets are protected (key ids, never keys)."""
+        sealed = self.keyring is not None
+        out: dict[str, Any] = {"encrypted": sealed, "allow": [str(n) for n in self.allow.networks]}
+        if self.keyring is not None:
+            out.update(label=self.cfg.label, **self.keyring.summary())
+        return out
+
+    def notice(self) -> str:
+        """What the daemon says at its start about the security of the cluster."""
+        allow = ", ".join(str(n) for n in self.allow.networks) or "any"
+        if self.keyring is None:
+            return ("shoal gossip: the cluster is OPEN: packets are neither encrypted nor "
+                    "authenticated, anyone who reaches the UDP port can read and forge node "
+                    "state; start with --key (from `shoal gossip keys generate`) to secure it. "
+                    f"Sources allowed: {allow}")
+        return (f"shoal gossip: packets encrypted and authenticated (AES-256-GCM, label "
+                f"{self.cfg.label!r}), {self.key_note}; sources allowed: {allow}")
 
     def metrics(self) -> str:
         return prometheus(self.status())
@@ -219,6 +282,8 @@ class Daemon:
         op = req.get("op")
         if op == "status":
             return {"ok": True, **self.status()}
+        if op == "keys":
+            return self._keys_request(req)
         if op in ("set", "unset") and isinstance(req.get("key"), str):
             keys = dict(self.keys)
             if op == "set":
@@ -233,6 +298,23 @@ class Daemon:
             self.save()
             return {"ok": True, "keys": keys}
         return {"ok": False, "error": f"unknown request {op!r}"}
+
+    def _keys_request(self, req: dict[str, Any]) -> dict[str, Any]:
+        """``{"op": "keys", "action": "list|install|use|remove", "key": BASE64}``."""
+        ring, action = self.keyring, req.get("action")
+        if ring is None:
+            return {"ok": False, "error": "this daemon runs an open cluster (no key): restart "
+                    "it with --key KEY (every node with the same key) to encrypt"}
+        try:
+            if action in ("install", "use", "remove"):
+                key = secure.parse_key(str(req.get("key", "")))
+                getattr(ring, action)(key)
+            elif action != "list":
+                return {"ok": False, "error": f"unknown keys action {action!r}: use list, "
+                        "install, use or remove"}
+        except (UsageError, OSError) as exc:
+            return {"ok": False, "error": str(exc)}
+        return {"ok": True, "keys": ring.listing()}
 
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> None:
@@ -250,6 +332,7 @@ class Daemon:
         if self.http is not None:
             servers.append(await asyncio.start_server(self._http, sock=self.http))
         ticker = asyncio.create_task(self._ticks())
+        print(self.notice(), file=sys.stderr, flush=True)
         print(f"shoal gossip daemon {self.name} (id {self.id:#010x}) on {self.advertise}, "
               f"version {self.version}", flush=True)
         try:
@@ -321,7 +404,7 @@ class _Udp(asyncio.DatagramProtocol):
         self.daemon = daemon
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
-        self.daemon.receive(data, time.monotonic())
+        self.daemon.receive(data, time.monotonic(), addr[0])
 
     def error_received(self, exc: Exception) -> None:  # ICMP unreachable of a past send
         self.daemon.stats.send_errors += 1

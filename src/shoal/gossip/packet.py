@@ -7,7 +7,9 @@ versioned header, then entries of 16 bytes (node id, flags, age) plus a :data:`R
 260 bytes. A packet never exceeds :data:`MAX_PACKET` (1400 B, memberlist's choice: below an
 Ethernet MTU of 1500 minus IP and UDP headers, so no datagram is fragmented), which is 5
 entries; a window of more goes out in several packets to the same peer, youngest entries
-first, each one a complete message.
+first, each one a complete message. Sealed (a key given, :mod:`shoal.gossip.secure`), a
+message travels inside a 49-byte envelope, so a packet carries :data:`SEALED_PER_PACKET` = 4
+entries and still never exceeds the cap.
 
 A node's id is the first 4 bytes of the BLAKE2b hash of its name; its record carries the name,
 so a receiver checks that they agree (a collision or a forged entry is refused). Everything a
@@ -20,12 +22,12 @@ import hashlib
 import ipaddress
 import json
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from shoal.errors import WireError
-from shoal.gossip import wire
+from shoal.gossip import secure, wire
 from shoal.gossip.records import wire_dtype
 
 MAX_PACKET = 1400
@@ -36,7 +38,17 @@ RECORD = np.dtype([("version", "<u8"), ("load", "<f4"), ("load5", "<f4"), ("load
                    ("keys", f"S{KEYS_BYTES}")])
 ENTRY_BYTES = wire_dtype(RECORD).itemsize
 PER_PACKET = (MAX_PACKET - wire.HEADER.size) // ENTRY_BYTES
+SEALED_PER_PACKET = (MAX_PACKET - wire.HEADER.size - secure.OVERHEAD) // ENTRY_BYTES
 Address = tuple[str, int]
+
+
+class Decoded(NamedTuple):
+    """A packet that passed every check: its sender, its entries (a copy) and its sequence
+    number (0 for an open packet)."""
+
+    sender: int
+    entries: np.ndarray
+    seq: int
 
 
 def node_id(name: str) -> int:
@@ -44,29 +56,39 @@ def node_id(name: str) -> int:
     return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=4).digest(), "little")
 
 
-def encode_window(sender: int, ids: np.ndarray, ages: np.ndarray,
-                  records: np.ndarray) -> list[bytes]:
+def encode_window(sender: int, ids: np.ndarray, ages: np.ndarray, records: np.ndarray,
+                  envelope: secure.Envelope | None = None, version: int = 0) -> list[bytes]:
     """The packets that carry a window: youngest entries first, at most
-    :data:`PER_PACKET` entries (:data:`MAX_PACKET` bytes) each."""
+    :data:`MAX_PACKET` bytes each. With an ``envelope`` each is sealed, the ``k``-th with the
+    sequence number ``version << 20 | k`` (``version``: the sender's record version of this
+    tick, which never repeats)."""
     order = np.argsort(ages, kind="stable")
+    per = PER_PACKET if envelope is None else SEALED_PER_PACKET
     packets = []
-    for start in range(0, len(order), PER_PACKET):
-        part = order[start:start + PER_PACKET]
-        packets.append(bytes(wire.encode(sender, ids[part], ages[part], records[part],
-                                         kind=wire.KIND_DAEMON)))
+    for k, start in enumerate(range(0, len(order), per)):
+        part = order[start:start + per]
+        data = bytes(wire.encode(sender, ids[part], ages[part], records[part],
+                                 kind=wire.KIND_DAEMON))
+        if envelope is not None:
+            data = envelope.seal((version << secure.SEQ_SHIFT) | k, data)
+        packets.append(data)
     return packets
 
 
-def decode_packet(data: bytes) -> tuple[int, np.ndarray]:
-    """Validate one datagram and return (sender id, entries, copied). Raises
-    :class:`WireError` for anything a peer can get wrong."""
+def decode_packet(data: bytes, envelope: secure.Envelope | None = None) -> Decoded:
+    """Validate one datagram (opened first with ``envelope``, which refuses an open one).
+    Raises :class:`WireError` for anything a peer can get wrong, a subclass of it for a
+    foreign, forged or unknown-key packet (:mod:`shoal.gossip.secure`)."""
     if len(data) > MAX_PACKET:
         raise WireError(f"packet of {len(data)} B is larger than the {MAX_PACKET} B cap")
+    seq = 0
+    if envelope is not None:
+        seq, data = envelope.open(data)
     sender, entries = wire.decode(data, None, RECORD, kind=wire.KIND_DAEMON)
     entries = entries.copy()
     for entry in entries:
         _check_record(int(entry["node"]), entry["state"])
-    return sender, entries
+    return Decoded(sender, entries, seq)
 
 
 def _check_record(ident: int, rec: np.void) -> None:
