@@ -226,6 +226,36 @@ def test_sigterm_stops_cleanly_and_the_version_never_goes_back(cluster):
     assert _status(cluster.state(3))["version"] > stopped
 
 
+def _state_of(cluster, at: int, name: str) -> str | None:
+    s = _status(cluster.state(at))
+    return next((n["state"] for n in (s or {}).get("nodes", []) if n["name"] == name), None)
+
+
+def test_a_killed_daemon_is_declared_dead_and_alive_again_when_it_comes_back(cluster):
+    # suspected past the age law's 1% tail (N=5, W=2 at 40%), dead after 3 unanswered
+    # probes an interval apart; the others stay alive throughout
+    from shoal.gossip.health import Detector
+
+    limit = Detector(INTERVAL, WINDOW).threshold(N)
+    _wait(lambda: all(_state_of(cluster, 0, f"node{k}") == "alive" for k in range(1, N)), 10)
+    proc = cluster.procs.pop(4)
+    proc.kill()
+    proc.communicate(timeout=10)
+    killed = time.monotonic()
+    _wait(lambda: _state_of(cluster, 0, "node4") == "dead", limit + 4 * INTERVAL + 5)
+    took = time.monotonic() - killed
+    assert limit < took + 4 * INTERVAL  # not before its entry could be that old
+    assert all(_state_of(cluster, 0, f"node{k}") == "alive" for k in (1, 2, 3))
+    health = _status(cluster.state(0))["health"]
+    assert health["dead"] >= 1 and health["probes"] >= 3 and not health["local_trouble"]
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{cluster.http}/metrics",
+                                     timeout=5).read().decode()
+    assert 'shoal_gossip_node_state{node="node4"} 2' in metrics
+    cluster.start(4)  # same state directory: a higher version, believed at once
+    _wait(lambda: _state_of(cluster, 0, "node4") == "alive", 10)
+    assert _status(cluster.state(0))["health"]["recovered"] >= 1
+
+
 @pytest.mark.parametrize("args,says", [
     (["daemon", "--bind", "localhost"], "give host:port"),
     (["daemon", "--bind", "127.0.0.1:1", "--interval", "0s"], "--interval must be positive"),

@@ -155,14 +155,14 @@ def test_a_daemon_counts_and_drops_replays_forgeries_and_other_sources(tmp_path)
         a.renew(1.0)
         sent = packet.encode_window(a.id, a.vector.ids[:1], np.zeros(1),
                                     a.vector.vector.records[:1], a.envelope, a.version)
-        b.receive(sent[0], 2.0, "127.0.0.1")
+        b.receive(sent[0], 2.0, ("127.0.0.1", 9))
         assert b.stats.merged_entries == 1
-        b.receive(sent[0], 2.1, "127.0.0.1")  # captured and resent
-        b.receive(sent[0][:-1] + bytes([sent[0][-1] ^ 1]), 2.2, "127.0.0.1")
-        b.receive(b"SHGE" + os.urandom(200), 2.3, "127.0.0.1")
-        b.receive(os.urandom(2000), 2.4, "127.0.0.1")
-        c.receive(sent[0], 2.5, "127.0.0.1")
-        c.receive(sent[0], 2.6, "::ffff:10.1.2.3")
+        b.receive(sent[0], 2.1, ("127.0.0.1", 9))  # captured and resent
+        b.receive(sent[0][:-1] + bytes([sent[0][-1] ^ 1]), 2.2, ("127.0.0.1", 9))
+        b.receive(b"SHGE" + os.urandom(200), 2.3, ("127.0.0.1", 9))
+        b.receive(os.urandom(2000), 2.4, ("127.0.0.1", 9))
+        c.receive(sent[0], 2.5, ("127.0.0.1", 9))
+        c.receive(sent[0], 2.6, ("::ffff:10.1.2.3", 9))
         s = b.stats
         assert (s.replayed, s.forged, s.foreign, s.malformed, s.oversized) == (1, 1, 1, 1, 1)
         assert (c.stats.disallowed, c.stats.merged_entries) == (1, 1)
@@ -174,9 +174,9 @@ def test_a_daemon_counts_and_drops_replays_forgeries_and_other_sources(tmp_path)
         a.renew(3.0)
         again = packet.encode_window(a.id, a.vector.ids[:1], np.zeros(1),
                                      a.vector.vector.records[:1], a.envelope, a.version)
-        b.receive(again[0], 3.1, "127.0.0.1")
+        b.receive(again[0], 3.1, ("127.0.0.1", 9))
         assert b.stats.merged_entries == 2 and b.stats.replayed == 1
-        b.receive(sent[0], 3.2, "127.0.0.1")  # the old one is still a replay
+        b.receive(sent[0], 3.2, ("127.0.0.1", 9))  # the old one is still a replay
         assert b.stats.replayed == 2
     finally:
         for d in (a, b, c):

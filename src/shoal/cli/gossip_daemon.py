@@ -67,9 +67,13 @@ def _state_dir(given: str | None) -> Path:
               "authenticated with every sealed packet: nodes of another label are refused.")
 @click.option("--allow", default="", help="Accept packets only from these networks: "
               "CIDR,... e.g. 10.0.0.0/8,127.0.0.0/8 [default: any].")
+@click.option("--suspect-tail", default=0.01, show_default=True, type=float,
+              help="Suspect a node once its entry is older than a live node's is with this "
+              "probability (from the age law); 3 unanswered probes then declare it dead.")
 def daemon(bind: str, join: str, name: str | None, advertise: str | None, interval: str,
            window: str, state_dir: str | None, http: str | None, detach: bool,
-           key: str | None, keyring: str | None, label: str, allow: str) -> None:
+           key: str | None, keyring: str | None, label: str, allow: str,
+           suspect_tail: float) -> None:
     """Run the gossip daemon of this node (UDP, no MPI) until SIGTERM."""
     import ipaddress
 
@@ -82,6 +86,9 @@ def daemon(bind: str, join: str, name: str | None, advertise: str | None, interv
     if http_addr and not ipaddress.ip_address(http_addr[0]).is_loopback:
         raise UsageError(f"--http {http}: the endpoint serves localhost only; give "
                          "127.0.0.1:PORT or [::1]:PORT")
+    if not 0.0 < suspect_tail < 0.5:
+        raise UsageError(f"--suspect-tail {suspect_tail}: give a probability in (0, 0.5), "
+                         "e.g. 0.01 (lower: fewer false suspicions, slower detection)")
     if name is not None and not 0 < len(name.encode()) <= 64:
         raise UsageError(f"--name {name!r}: give 1 to 64 bytes")
     cfg = DaemonConfig(
@@ -90,7 +97,8 @@ def daemon(bind: str, join: str, name: str | None, advertise: str | None, interv
         advertise=format_addr(parse_hostport(advertise, "--advertise")) if advertise else None,
         http=http_addr, key=secure.parse_key(key, "--key") if key is not None else None,
         keyring=Path(keyring).expanduser() if keyring else None,
-        label=secure.check_label(label), allow=secure.parse_allow(allow))
+        label=secure.check_label(label), allow=secure.parse_allow(allow),
+        suspect_tail=suspect_tail)
     serve(cfg, background=detach)
 
 
@@ -121,7 +129,8 @@ def unset_key(key: str, state_dir: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the daemon's whole view as JSON.")
 @click.option("--state-dir", default=None, help=STATE_HELP)
 def status(as_json: bool, state_dir: str | None) -> None:
-    """Every node the local daemon knows: address, age, load, memory, cores, jobs, keys."""
+    """Every node the local daemon knows: address, state (alive, suspect, dead), age, load,
+    memory, cores, jobs, keys."""
     from shoal.gossip.control import request
 
     view = request(_state_dir(state_dir), {"op": "status"})
@@ -129,7 +138,7 @@ def status(as_json: bool, state_dir: str | None) -> None:
     if as_json:
         click.echo(json.dumps(view, indent=1))
         return
-    rows = [[("* " if n["self"] else "") + n["name"], n["addr"], f"{n['age']:.2f}",
+    rows = [[("* " if n["self"] else "") + n["name"], n["addr"], n["state"], f"{n['age']:.2f}",
              " ".join(f"{x:.2f}" for x in n["load"]), units.format_bytes(n["free_mem"]),
              n["cores"], n["jobs"], n["pes"],
              " ".join(f"{k}={v}" for k, v in sorted(n["keys"].items()))]
@@ -139,8 +148,8 @@ def status(as_json: bool, state_dir: str | None) -> None:
         f"Gossip: {len(rows)} nodes as {view['name']} sees them (interval "
         f"{units.format_duration(view['interval'])}, mean age "
         f"{'-' if mean is None else f'{mean:.2f} s'}, {_security_line(view)})",
-        ["node", "address", "age (s)", "load 1/5/15", "free memory", "cores", "jobs", "PEs",
-         "keys"], rows))
+        ["node", "address", "state", "age (s)", "load 1/5/15", "free memory", "cores", "jobs",
+         "PEs", "keys"], rows))
 
 
 def _security_line(view: dict) -> str:

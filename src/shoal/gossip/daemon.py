@@ -41,7 +41,7 @@ import numpy as np
 
 from shoal.errors import UsageError, WireError
 from shoal.files import write_text
-from shoal.gossip import control, packet, secure
+from shoal.gossip import control, health, packet, secure
 from shoal.gossip.analysis import window_entries
 from shoal.gossip.packet import Address, parse_ip_addr
 from shoal.gossip.state import load_averages, shoal_jobs
@@ -70,6 +70,7 @@ class DaemonConfig:
     keyring: Path | None = None  # default: keyring.json in the state directory
     label: str = secure.DEFAULT_LABEL
     allow: list[secure.Network] = field(default_factory=list)  # empty: any source
+    suspect_tail: float = 0.01  # a live node is suspected at one look with this probability
 
     @property
     def keyring_path(self) -> Path:
@@ -92,6 +93,7 @@ class DaemonStats:
     bytes_received: int = 0
     ticks: int = 0
     send_errors: int = 0
+    probes_answered: int = 0
 
 
 def format_addr(addr: Address) -> str:
@@ -130,6 +132,8 @@ class Daemon:
                          if self.keyring is not None else None)
         self.replay = secure.ReplayWindow()
         self.allow = secure.Allow(cfg.allow)
+        self.detector = health.Detector(cfg.interval, cfg.window, tail=cfg.suspect_tail)
+        self._sent_k = 0  # packets sent under the current version (their sequence numbers)
 
     # -- state that survives a restart ------------------------------------------------
     def save(self, exact: bool = False) -> None:
@@ -162,17 +166,34 @@ class Daemon:
         self.vector.vector.update_own(own, now)
 
     def tick(self, now: float) -> None:
-        """Renew the own entry and send the window to a random known node (or a seed)."""
+        """Renew the own entry, send the window to a random known node (or a seed), and
+        probe the nodes the failure detector suspects (:mod:`shoal.gossip.health`)."""
         self.renew(now)
+        self._sent_k = 0
         self.stats.ticks += 1
         target = self.pick_target()
-        if target is None or self._transport is None:
+        if target is not None:
+            self.send_window(target, now)
+        vec = self.vector.vector
+        slots = np.flatnonzero(vec.known[1:len(self.vector)]) + 1
+        ages = dict(zip(self.vector.ids[slots].tolist(), (now - vec.born[slots]).tolist(),
+                        strict=True))
+        for ident in self.detector.look(now, ages):
+            slot = int(self.vector.slots_of(np.array([ident], np.uint32))[0])
+            addr = parse_ip_addr(vec.records["addr"][slot].decode())
+            if addr is not None:
+                self.send_window(addr, now, probe=True)
+
+    def send_window(self, target: Address, now: float, probe: bool = False) -> None:
+        """Send this node's window to ``target`` (``probe``: asking for its window back)."""
+        if self._transport is None:
             return
         slots = self.vector.window(self.window_size())
         vec = self.vector.vector
         for data in packet.encode_window(self.id, self.vector.ids[slots],
                                          now - vec.born[slots], vec.records[slots],
-                                         self.envelope, self.version):
+                                         self.envelope, self.version, self._sent_k, probe):
+            self._sent_k += 1
             try:
                 self._transport.sendto(data, target)
             except OSError:
@@ -202,12 +223,13 @@ class Daemon:
         seeds = [s for s in self.seeds if format_addr(s) != self.advertise]
         return self.rng.choice(seeds) if seeds else None
 
-    def receive(self, data: bytes, now: float, source: str | None = None) -> None:
-        """Merge one datagram's window (from the IP ``source``); count and drop it if its
-        source is not allowed, or it is malformed, foreign, forged or replayed."""
+    def receive(self, data: bytes, now: float, source: Address | None = None) -> None:
+        """Merge one datagram's window (from ``source``); count and drop it if its source is
+        not allowed, or it is malformed, foreign, forged or replayed. A probe is answered
+        with this node's window, to ``source``."""
         self.stats.received += 1
         self.stats.bytes_received += len(data)
-        if source is not None and not self.allow.permits(source):
+        if source is not None and not self.allow.permits(source[0]):
             self.stats.disallowed += 1
             return
         try:
@@ -221,6 +243,10 @@ class Daemon:
         entries = got.entries
         self.stats.merged_entries += self.vector.merge(
             entries["node"], entries["age"], entries["state"], now)
+        self.detector.answered(got.sender, now)  # (it spoke to this node: it is alive)
+        if got.probe and source is not None:
+            self.stats.probes_answered += 1
+            self.send_window(source, now)
 
     def _refused(self, exc: WireError, size: int) -> None:
         if isinstance(exc, secure.ForgedPacketError):
@@ -240,8 +266,10 @@ class Daemon:
         out = []
         for slot in np.flatnonzero(vec.known):
             entry = packet.record_fields(vec.records[slot])
-            entry.update(id=int(self.vector.ids[slot]), age=round(float(now - vec.born[slot]), 4),
-                         self=bool(slot == 0))
+            ident = int(self.vector.ids[slot])
+            entry.update(id=ident, age=round(float(now - vec.born[slot]), 4),
+                         self=bool(slot == 0),
+                         state=health.ALIVE if slot == 0 else self.detector.state(ident))
             out.append(entry)
         return sorted(out, key=lambda e: (not e["self"], e["name"]))
 
@@ -253,7 +281,16 @@ class Daemon:
                 "interval": self.cfg.interval, "window": self.cfg.window,
                 "uptime": round(now - self.started, 3), "cpu_seconds": time.process_time(),
                 "mean_age": float(np.mean(ages)) if ages else None,
-                "security": self.security(), "stats": asdict(self.stats), "nodes": nodes}
+                "security": self.security(), "health": self.health(len(nodes)),
+                "stats": asdict(self.stats), "nodes": nodes}
+
+    def health(self, nodes: int) -> dict[str, Any]:
+        """The failure detector: its threshold now, its counts, whether the fault looks
+        local (most nodes suspect: nobody is declared dead meanwhile)."""
+        d = self.detector
+        limit = d.threshold(nodes) if nodes >= 2 else None
+        return {"suspect_after": None if limit is None else round(limit, 4), "tail": d.tail,
+                "probes": d.probes, "local_trouble": d.local_trouble, **d.counts}
 
     def security(self) -> dict[str, Any]:
         """How packets are protected (key ids, never keys)."""
@@ -404,15 +441,19 @@ class _Udp(asyncio.DatagramProtocol):
         self.daemon = daemon
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
-        self.daemon.receive(data, time.monotonic(), addr[0])
+        self.daemon.receive(data, time.monotonic(), (addr[0], addr[1]))
 
     def error_received(self, exc: Exception) -> None:  # ICMP unreachable of a past send
         self.daemon.stats.send_errors += 1
 
 
+STATE_CODE = {health.ALIVE: 0, health.SUSPECT: 1, health.DEAD: 2}  # shoal_gossip_node_state
+
+
 def prometheus(status: dict[str, Any]) -> str:
-    """The Prometheus text format of a status: the daemon's counters, and per node its age,
-    load, free memory, cores, jobs and PEs (labelled with its name)."""
+    """The Prometheus text format of a status: the daemon's counters, the failure detector's,
+    and per node its age, load, free memory, cores, jobs, PEs and state (0 alive, 1 suspect,
+    2 dead; labelled with its name)."""
     lines = []
     for key, value in status["stats"].items():
         lines += [f"# TYPE shoal_gossip_{key}_total counter",
@@ -425,6 +466,13 @@ def prometheus(status: dict[str, Any]) -> str:
                 "load5": lambda n: n["load"][1], "load15": lambda n: n["load"][2],
                 "free_memory_bytes": lambda n: n["free_mem"], "cores": lambda n: n["cores"],
                 "jobs": lambda n: n["jobs"], "pes": lambda n: n["pes"]}
+    per_node["state"] = lambda n: STATE_CODE[n["state"]]
+    health_counts = {k: v for k, v in status["health"].items() if k in health.COUNTS}
+    for key, value in health_counts.items():
+        lines += [f"# TYPE shoal_gossip_health_{key}_total counter",
+                  f"shoal_gossip_health_{key}_total {value}"]
+    lines += ["# TYPE shoal_gossip_local_trouble gauge",
+              f"shoal_gossip_local_trouble {int(status['health']['local_trouble'])}"]
     for metric, get in per_node.items():
         lines.append(f"# TYPE shoal_gossip_node_{metric} gauge")
         for n in status["nodes"]:

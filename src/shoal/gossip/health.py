@@ -23,6 +23,7 @@ answers it receives, and sends the probes it asks for.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -30,6 +31,7 @@ from shoal.errors import UsageError
 from shoal.gossip.analysis import age_quantile, window_entries
 
 ALIVE, SUSPECT, DEAD = "alive", "suspect", "dead"
+COUNTS = ("suspected", "dead", "refuted", "recovered", "probes")  # what a Detector counts
 
 
 @dataclass
@@ -57,10 +59,9 @@ class Detector:
     tail: float = 0.01
     probes: int = 3
     probe_wait: float | None = None
-    peers: dict[str, Peer] = field(default_factory=dict)
+    peers: dict[Hashable, Peer] = field(default_factory=dict)  # by node name or id
     local_trouble: bool = False  # most others look suspect: the fault is likely here
-    counts: dict[str, int] = field(default_factory=lambda: {
-        "suspected": 0, "dead": 0, "refuted": 0, "recovered": 0, "probes": 0})
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
 
     def __post_init__(self) -> None:
         if not self.interval > 0:
@@ -74,7 +75,7 @@ class Detector:
         """Seconds past which the entry of a live node among ``nodes`` is suspect."""
         return _threshold(nodes, self.window, self.tail) * self.interval
 
-    def look(self, now: float, ages: dict[str, float]) -> list[str]:
+    def look(self, now: float, ages: dict[Hashable, float]) -> list[Hashable]:
         """Update every node's state from its entry's age (seconds) at ``now``; returns the
         names to probe now."""
         if not ages:
@@ -105,17 +106,17 @@ class Detector:
             out.append(name)
         return out
 
-    def answered(self, name: str, now: float) -> None:
+    def answered(self, name: Hashable, now: float) -> None:
         """``name`` answered a probe (or spoke to this node directly) at ``now``."""
         peer = self._peer(name, now)
         peer.heard_at = now
         self._alive(peer, now)
 
-    def state(self, name: str) -> str:
+    def state(self, name: Hashable) -> str:
         peer = self.peers.get(name)
         return ALIVE if peer is None else peer.state
 
-    def _peer(self, name: str, now: float) -> Peer:
+    def _peer(self, name: Hashable, now: float) -> Peer:
         peer = self.peers.get(name)
         if peer is None:
             peer = self.peers[name] = Peer(since=now)

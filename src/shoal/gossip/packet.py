@@ -43,12 +43,13 @@ Address = tuple[str, int]
 
 
 class Decoded(NamedTuple):
-    """A packet that passed every check: its sender, its entries (a copy) and its sequence
-    number (0 for an open packet)."""
+    """A packet that passed every check: its sender, its entries (a copy), its sequence
+    number (0 for an open packet) and whether it is a probe (an answer is asked for)."""
 
     sender: int
     entries: np.ndarray
     seq: int
+    probe: bool = False
 
 
 def node_id(name: str) -> int:
@@ -57,18 +58,20 @@ def node_id(name: str) -> int:
 
 
 def encode_window(sender: int, ids: np.ndarray, ages: np.ndarray, records: np.ndarray,
-                  envelope: secure.Envelope | None = None, version: int = 0) -> list[bytes]:
+                  envelope: secure.Envelope | None = None, version: int = 0, first: int = 0,
+                  probe: bool = False) -> list[bytes]:
     """The packets that carry a window: youngest entries first, at most
     :data:`MAX_PACKET` bytes each. With an ``envelope`` each is sealed, the ``k``-th with the
-    sequence number ``version << 20 | k`` (``version``: the sender's record version of this
-    tick, which never repeats)."""
+    sequence number ``version << 20 | (first + k)`` (``version``: the sender's record version
+    of this tick, which never repeats; ``first``: the packets it sent before under it).
+    ``probe``: the receiver is asked to answer with its own window at once."""
+    kind = wire.KIND_PROBE if probe else wire.KIND_DAEMON
     order = np.argsort(ages, kind="stable")
     per = PER_PACKET if envelope is None else SEALED_PER_PACKET
     packets = []
-    for k, start in enumerate(range(0, len(order), per)):
+    for k, start in enumerate(range(0, len(order), per), first):
         part = order[start:start + per]
-        data = bytes(wire.encode(sender, ids[part], ages[part], records[part],
-                                 kind=wire.KIND_DAEMON))
+        data = bytes(wire.encode(sender, ids[part], ages[part], records[part], kind=kind))
         if envelope is not None:
             data = envelope.seal((version << secure.SEQ_SHIFT) | k, data)
         packets.append(data)
@@ -84,11 +87,13 @@ def decode_packet(data: bytes, envelope: secure.Envelope | None = None) -> Decod
     seq = 0
     if envelope is not None:
         seq, data = envelope.open(data)
-    sender, entries = wire.decode(data, None, RECORD, kind=wire.KIND_DAEMON)
+    probe = len(data) > 5 and data[5] == wire.KIND_PROBE  # (the header's kind byte)
+    sender, entries = wire.decode(data, None, RECORD,
+                                  kind=wire.KIND_PROBE if probe else wire.KIND_DAEMON)
     entries = entries.copy()
     for entry in entries:
         _check_record(int(entry["node"]), entry["state"])
-    return Decoded(sender, entries, seq)
+    return Decoded(sender, entries, seq, probe)
 
 
 def _check_record(ident: int, rec: np.void) -> None:

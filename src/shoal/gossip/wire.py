@@ -20,7 +20,8 @@ from shoal.gossip.records import wire_dtype
 
 MAGIC = b"SHGP"
 VERSION = 1
-KIND_SERVICE, KIND_DAEMON = 0, 1
+KIND_SERVICE, KIND_DAEMON, KIND_PROBE = 0, 1, 2  # (a probe: a daemon's window that asks
+# for the receiver's window back at once, shoal.gossip.health)
 HEADER = struct.Struct("<4sBBHIII")
 
 
