@@ -263,12 +263,17 @@ def test_a_killed_daemon_is_declared_dead_and_alive_again_when_it_comes_back(clu
     (["daemon", "--bind", "127.0.0.1:1", "--http", "8.8.8.8:80"], "localhost only"),
     (["daemon", "--bind", "127.0.0.1:1", "--join", "no.such.host.invalid:1"], "resolve"),
     (["daemon", "--bind", "127.0.0.1:1", "--name", "x" * 65], "1 to 64 bytes"),
+    (["daemon", "--bind", "127.0.0.1:1", "--suspect-tail", "0.7"], "--suspect-tail"),
+    (["daemon", "--bind", "127.0.0.1:0", "LOSS=1.5"], "SHOAL_GOSSIP_LOSS='1.5'"),
     (["status"], "no gossip daemon answers"),
 ])
 def test_bad_input_exits_2_saying_what_to_change(args, says, tmp_path, monkeypatch, capsys):
     from shoal.cli.main import main
 
     extra = ["--state-dir", str(tmp_path)]
+    for arg in [a for a in args if a.startswith("LOSS=")]:  # (an environment variable)
+        monkeypatch.setenv("SHOAL_GOSSIP_LOSS", arg[5:])
+        args = [a for a in args if a != arg]
     monkeypatch.setattr(sys, "argv", ["shoal", "gossip", *args, *extra])
     with pytest.raises(SystemExit) as exc:
         main()

@@ -48,6 +48,8 @@ from shoal.gossip.state import load_averages, shoal_jobs
 from shoal.gossip.vector import OpenVector
 from shoal.memory import node_available
 
+LOSS_ENV = "SHOAL_GOSSIP_LOSS"  # a probability: drop that share of arriving packets, to
+# measure the failure detector under packet loss (benchmarks/gossip_detect.py); unset: none
 RESERVE = 64  # versions reserved per write of the state file
 JOB_SCAN = 5.0  # seconds between two looks for shoal jobs on the node
 MIN_WINDOW = 2  # own entry and one other: with the own entry alone, nodes that know only a
@@ -94,6 +96,7 @@ class DaemonStats:
     ticks: int = 0
     send_errors: int = 0
     probes_answered: int = 0
+    dropped_emulated: int = 0  # arriving packets dropped on purpose (LOSS_ENV)
 
 
 def format_addr(addr: Address) -> str:
@@ -134,6 +137,7 @@ class Daemon:
         self.allow = secure.Allow(cfg.allow)
         self.detector = health.Detector(cfg.interval, cfg.window, tail=cfg.suspect_tail)
         self._sent_k = 0  # packets sent under the current version (their sequence numbers)
+        self.loss = _emulated_loss()
 
     # -- state that survives a restart ------------------------------------------------
     def save(self, exact: bool = False) -> None:
@@ -441,6 +445,10 @@ class _Udp(asyncio.DatagramProtocol):
         self.daemon = daemon
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
+        loss = self.daemon.loss
+        if loss and self.daemon.rng.random() < loss:
+            self.daemon.stats.dropped_emulated += 1
+            return
         self.daemon.receive(data, time.monotonic(), (addr[0], addr[1]))
 
     def error_received(self, exc: Exception) -> None:  # ICMP unreachable of a past send
@@ -488,6 +496,18 @@ def _reachable(bound: Address) -> Address:
     if ipaddress.ip_address(host).is_unspecified:
         host = socket.gethostbyname(socket.gethostname())
     return host, port
+
+
+def _emulated_loss() -> float:
+    """The share of arriving packets to drop (:data:`LOSS_ENV`), 0 by default."""
+    text = os.environ.get(LOSS_ENV, "0")
+    try:
+        loss = float(text)
+    except ValueError:
+        loss = -1.0
+    if not 0.0 <= loss < 1.0:
+        raise UsageError(f"{LOSS_ENV}={text!r}: give a probability in [0, 1), e.g. 0.05")
+    return loss
 
 
 def _load_state(state_dir: Path) -> dict[str, Any]:
