@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from gossip_daemon import stop
 
 from shoal.errors import UsageError
 from shoal.gossip import secure
@@ -215,14 +216,7 @@ def main() -> None:
             time.sleep(args.warmup)
             report(args, flood(args, procs, states, ports, key))
         finally:
-            for p in procs:
-                p.send_signal(signal.SIGTERM)
-            for p in procs:
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(timeout=10)
+            stop(procs)
 
 
 if __name__ == "__main__":

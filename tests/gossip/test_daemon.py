@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from daemons import free_ports, status, wait
 
 from shoal.gossip import packet
 from shoal.gossip.analysis import expected_age, window_entries
@@ -32,40 +33,12 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _free_ports(count: int) -> list[int]:
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(count)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
-
-def _status(state: Path) -> dict | None:
-    from shoal.errors import UsageError
-    from shoal.gossip.control import request
-
-    try:
-        return request(state, {"op": "status"}, timeout=1.0)
-    except UsageError:
-        return None
-
-
-def _wait(what, timeout: float, step: float = 0.05):
-    """Poll ``what()`` until it returns something true; fail after ``timeout`` s."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = what()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"not within {timeout:.2f} s")
 
 
 class Cluster:
     def __init__(self, root: Path, n: int):
-        self.root, self.ports = root, _free_ports(n + 1)
+        self.root, self.ports = root, free_ports(n + 1)
         self.http = self.ports.pop()
         self.procs: dict[int, subprocess.Popen] = {}
 
@@ -104,14 +77,14 @@ def cluster(tmp_path_factory):
         for k in range(N):
             c.start(k)
         for k in range(N):
-            _wait(lambda k=k: _status(c.state(k)), 30)
+            wait(lambda k=k: status(c.state(k)), 30)
         yield c
     finally:
         c.kill_all()
 
 
 def _knows_all(state: Path, n: int) -> dict | None:
-    s = _status(state)
+    s = status(state)
     return s if s and len(s["nodes"]) == n else None
 
 
@@ -122,7 +95,7 @@ def test_every_daemon_learns_every_other_within_the_expected_age(cluster):
     a_v = expected_age(N, window_entries(N, WINDOW))
     bound = (6 * a_v + N + 2) * INTERVAL + 2.0  # + 2 s for 5 Pythons on 2 cores
     start = time.monotonic()
-    views = [_wait(lambda k=k: _knows_all(cluster.state(k), N), bound) for k in range(N)]
+    views = [wait(lambda k=k: _knows_all(cluster.state(k), N), bound) for k in range(N)]
     assert time.monotonic() - start < bound
     for k, view in enumerate(views):
         names = {n["name"] for n in view["nodes"]}
@@ -132,7 +105,7 @@ def test_every_daemon_learns_every_other_within_the_expected_age(cluster):
         assert me["cores"] == os.cpu_count() and me["free_mem"] > 0
         assert view["stats"]["malformed"] == 0
     time.sleep(10 * INTERVAL)  # settled: the mean age is of the order of the formula's
-    ages = [_status(cluster.state(k))["mean_age"] for k in range(N)]
+    ages = [status(cluster.state(k))["mean_age"] for k in range(N)]
     assert all(0 < a < 3 * a_v * INTERVAL + 0.2 for a in ages), (ages, a_v * INTERVAL)
 
 
@@ -143,15 +116,15 @@ def test_a_key_set_on_one_node_appears_on_another(cluster):
     assert out.returncode == 0, out.stderr
 
     def seen():
-        s = _status(cluster.state(4))
+        s = status(cluster.state(4))
         return s and any(n["name"] == "node2" and n["keys"] == {"rack": "r7"}
                          for n in s["nodes"])
 
-    _wait(seen, 10)
+    wait(seen, 10)
 
 
 def test_status_json_http_status_and_metrics_show_the_nodes(cluster):
-    _wait(lambda: _knows_all(cluster.state(0), N), 10)
+    wait(lambda: _knows_all(cluster.state(0), N), 10)
     out = subprocess.run([*CLI, "gossip", "status", "--json", "--state-dir",
                           str(cluster.state(0))], env=_env(), capture_output=True, text=True,
                          timeout=30)
@@ -196,14 +169,14 @@ def _garbage_packets() -> list[bytes]:
 
 def test_malformed_packets_are_counted_and_dropped(cluster):
     garbage = _garbage_packets()
-    before = _status(cluster.state(1))["stats"]["malformed"]
+    before = status(cluster.state(1))["stats"]["malformed"]
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         for data in garbage:
             s.sendto(data, ("127.0.0.1", cluster.ports[1]))
             time.sleep(0.002)
-    _wait(lambda: _status(cluster.state(1))["stats"]["malformed"] - before == len(garbage), 5)
+    wait(lambda: status(cluster.state(1))["stats"]["malformed"] - before == len(garbage), 5)
     assert cluster.procs[1].poll() is None
-    assert _status(cluster.state(1))["stats"]["oversized"] >= 1
+    assert status(cluster.state(1))["stats"]["oversized"] >= 1
 
 
 def test_sigterm_stops_cleanly_and_the_version_never_goes_back(cluster):
@@ -216,18 +189,18 @@ def test_sigterm_stops_cleanly_and_the_version_never_goes_back(cluster):
     assert not (cluster.state(3) / "daemon.pid").exists()
     assert not (cluster.state(3) / "control.sock").exists()
     cluster.start(3)
-    _wait(lambda: _status(cluster.state(3)), 30)
+    wait(lambda: status(cluster.state(3)), 30)
 
     def peer_has_new_record():
-        s = _status(cluster.state(0))
+        s = status(cluster.state(0))
         return s and any(n["name"] == "node3" and n["version"] > stopped for n in s["nodes"])
 
-    _wait(peer_has_new_record, 10)
-    assert _status(cluster.state(3))["version"] > stopped
+    wait(peer_has_new_record, 10)
+    assert status(cluster.state(3))["version"] > stopped
 
 
 def _state_of(cluster, at: int, name: str) -> str | None:
-    s = _status(cluster.state(at))
+    s = status(cluster.state(at))
     return next((n["state"] for n in (s or {}).get("nodes", []) if n["name"] == name), None)
 
 
@@ -237,23 +210,23 @@ def test_a_killed_daemon_is_declared_dead_and_alive_again_when_it_comes_back(clu
     from shoal.gossip.health import Detector
 
     limit = Detector(INTERVAL, WINDOW).threshold(N)
-    _wait(lambda: all(_state_of(cluster, 0, f"node{k}") == "alive" for k in range(1, N)), 10)
+    wait(lambda: all(_state_of(cluster, 0, f"node{k}") == "alive" for k in range(1, N)), 10)
     proc = cluster.procs.pop(4)
     proc.kill()
     proc.communicate(timeout=10)
     killed = time.monotonic()
-    _wait(lambda: _state_of(cluster, 0, "node4") == "dead", limit + 4 * INTERVAL + 5)
+    wait(lambda: _state_of(cluster, 0, "node4") == "dead", limit + 4 * INTERVAL + 5)
     took = time.monotonic() - killed
     assert limit < took + 4 * INTERVAL  # not before its entry could be that old
     assert all(_state_of(cluster, 0, f"node{k}") == "alive" for k in (1, 2, 3))
-    health = _status(cluster.state(0))["health"]
+    health = status(cluster.state(0))["health"]
     assert health["dead"] >= 1 and health["probes"] >= 3 and not health["local_trouble"]
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{cluster.http}/metrics",
                                      timeout=5).read().decode()
     assert 'shoal_gossip_node_state{node="node4"} 2' in metrics
     cluster.start(4)  # same state directory: a higher version, believed at once
-    _wait(lambda: _state_of(cluster, 0, "node4") == "alive", 10)
-    assert _status(cluster.state(0))["health"]["recovered"] >= 1
+    wait(lambda: _state_of(cluster, 0, "node4") == "alive", 10)
+    assert status(cluster.state(0))["health"]["recovered"] >= 1
 
 
 @pytest.mark.parametrize("args,says", [
@@ -295,18 +268,18 @@ def test_a_busy_port_or_a_running_daemon_is_refused(cluster, tmp_path, monkeypat
 
 
 def test_detach_writes_a_pid_file_and_sigterm_stops_it(tmp_path):
-    state, port = tmp_path / "bg", _free_ports(1)[0]
+    state, port = tmp_path / "bg", free_ports(1)[0]
     out = subprocess.run([*CLI, "gossip", "daemon", "--bind", f"127.0.0.1:{port}",
                           "--state-dir", str(state), "--detach"], env=_env(),
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     pid = 0
     try:
-        _wait(lambda: _status(state), 20)
+        wait(lambda: status(state), 20)
         pid = int((state / "daemon.pid").read_text())
         assert pid != os.getpid()
         os.kill(pid, signal.SIGTERM)
-        _wait(lambda: not (state / "daemon.pid").exists(), 10)
+        wait(lambda: not (state / "daemon.pid").exists(), 10)
         assert "stopped at version" in (state / "daemon.log").read_text()
     finally:
         if pid:

@@ -12,17 +12,17 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from daemons import free_ports, status, wait
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shoal import WireError
 from shoal.errors import UsageError
-from shoal.gossip import control, packet, secure
+from shoal.gossip import packet, secure
 from shoal.gossip.daemon import Daemon, DaemonConfig, open_sockets
 
 CLI = [sys.executable, "-c", "from shoal.cli.main import main; main()"]
@@ -235,38 +235,14 @@ def test_bad_key_input_exits_2_saying_what_to_change(args, says, tmp_path, monke
 INTERVAL = 0.1
 
 
-def _free_ports(count: int) -> list[int]:
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(count)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
-
-def _status(state: Path) -> dict | None:
-    try:
-        return control.request(state, {"op": "status"}, timeout=1.0)
-    except UsageError:
-        return None
-
-
-def _wait(what, timeout: float):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout:.2f} s")
 
 
 def _versions(states: list[Path]) -> dict[tuple[int, str], int] | None:
     """(observer, node) -> the version the observer holds of another node's record."""
     out = {}
     for k, state in enumerate(states):
-        s = _status(state)
+        s = status(state)
         if s is None or len(s["nodes"]) != len(states):
             return None
         out.update({(k, n["name"]): n["version"] for n in s["nodes"] if not n["self"]})
@@ -295,7 +271,7 @@ def _cli(monkeypatch, capsys, *args: str) -> tuple[int, str]:
 def test_a_key_rotation_across_3_daemons_never_stops_the_exchange(tmp_path, monkeypatch,
                                                                    capsys):
     old, new = secure.generate_key(), secure.generate_key()
-    ports, states = _free_ports(3), [tmp_path / f"r{k}" for k in range(3)]
+    ports, states = free_ports(3), [tmp_path / f"r{k}" for k in range(3)]
     env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procs = []
     try:
@@ -308,13 +284,13 @@ def test_a_key_rotation_across_3_daemons_never_stops_the_exchange(tmp_path, monk
                 args += ["--join", f"127.0.0.1:{ports[0]}"]
             procs.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, text=True))
-        before = _wait(lambda: _versions(states), 20)
+        before = wait(lambda: _versions(states), 20)
         steps = [("install", new)] * 3 + [("use", new)] * 3 + [("remove", old)] * 3
         for i, (action, key) in enumerate(steps):
             code, out = _cli(monkeypatch, capsys, "keys", action, key,
                              "--state-dir", str(states[i % 3]))
             assert code == 0, out
-            _wait(lambda b=before: _advanced(states, b), 5)  # still exchanging
+            wait(lambda b=before: _advanced(states, b), 5)  # still exchanging
             before = _versions(states)
         code, out = _cli(monkeypatch, capsys, "keys", "remove", new, "--state-dir",
                          str(states[0]))
@@ -322,7 +298,7 @@ def test_a_key_rotation_across_3_daemons_never_stops_the_exchange(tmp_path, monk
         code, out = _cli(monkeypatch, capsys, "keys", "list", "--state-dir", str(states[1]))
         assert code == 0 and new in out and old not in out
         for state in states:
-            stats = _status(state)["stats"]
+            stats = status(state)["stats"]
             assert stats["forged"] == stats["unknown_key"] == stats["foreign"] == 0, stats
             assert stats["replayed"] == stats["malformed"] == 0, stats
             assert (state / secure.KEYRING).stat().st_mode & 0o777 == 0o600
@@ -331,7 +307,7 @@ def test_a_key_rotation_across_3_daemons_never_stops_the_exchange(tmp_path, monk
         stale = _sealed(secure.Envelope(ring, "rot"), ["x", "y"])[0]
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.sendto(stale, ("127.0.0.1", ports[0]))
-        _wait(lambda: _status(states[0])["stats"]["unknown_key"] == 1, 5)
+        wait(lambda: status(states[0])["stats"]["unknown_key"] == 1, 5)
     finally:
         errs = []
         for proc in procs:
