@@ -25,7 +25,7 @@ from gossip_daemon import log, start, status, stop
 
 from shoal import units
 from shoal.gossip.analysis import expected_age, window_entries
-from shoal.gossip.daemon import LOSS_ENV
+from shoal.gossip.daemon import LOOKS, LOSS_ENV, PROBES, DaemonConfig
 from shoal.gossip.health import Detector
 
 
@@ -74,7 +74,9 @@ def main() -> None:
     interval = units.parse_duration(args.interval, "--interval")
     w = window_entries(args.nodes, float(args.window.rstrip("%")) / 100)
     mean = expected_age(args.nodes, w) * interval
-    limit = Detector(interval, w).threshold(args.nodes)
+    tail = DaemonConfig(("127.0.0.1", 0), []).suspect_tail
+    limit = Detector(interval, w, tail=tail, probes=PROBES,
+                     probe_wait=interval / LOOKS).threshold(args.nodes)
     os.environ[LOSS_ENV] = str(args.loss)
     with tempfile.TemporaryDirectory() as tmp:
         log(f"starting {args.nodes} daemons ({args.loss:.0%} of packets dropped)...")

@@ -205,22 +205,25 @@ def _state_of(cluster, at: int, name: str) -> str | None:
 
 
 def test_a_killed_daemon_is_declared_dead_and_alive_again_when_it_comes_back(cluster):
-    # suspected past the age law's 1% tail (N=5, W=2 at 40%), dead after 3 unanswered
-    # probes an interval apart; the others stay alive throughout
+    # suspected past the age law's 5% tail (N=5, W=2 at 40%), dead after 6 unanswered
+    # probes a third of an interval apart; the others stay alive throughout
+    from shoal.gossip.daemon import LOOKS, PROBES, DaemonConfig
     from shoal.gossip.health import Detector
 
-    limit = Detector(INTERVAL, WINDOW).threshold(N)
+    tail = DaemonConfig(("127.0.0.1", 0), []).suspect_tail
+    limit = Detector(INTERVAL, WINDOW, tail=tail).threshold(N)
+    confirm = (PROBES + 1) * INTERVAL / LOOKS
     wait(lambda: all(_state_of(cluster, 0, f"node{k}") == "alive" for k in range(1, N)), 10)
     proc = cluster.procs.pop(4)
     proc.kill()
     proc.communicate(timeout=10)
     killed = time.monotonic()
-    wait(lambda: _state_of(cluster, 0, "node4") == "dead", limit + 4 * INTERVAL + 5)
+    wait(lambda: _state_of(cluster, 0, "node4") == "dead", limit + confirm + 5)
     took = time.monotonic() - killed
-    assert limit < took + 4 * INTERVAL  # not before its entry could be that old
+    assert limit < took + confirm  # not before its entry could be that old
     assert all(_state_of(cluster, 0, f"node{k}") == "alive" for k in (1, 2, 3))
     health = status(cluster.state(0))["health"]
-    assert health["dead"] >= 1 and health["probes"] >= 3 and not health["local_trouble"]
+    assert health["dead"] >= 1 and health["probes"] >= PROBES and not health["local_trouble"]
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{cluster.http}/metrics",
                                      timeout=5).read().decode()
     assert 'shoal_gossip_node_state{node="node4"} 2' in metrics

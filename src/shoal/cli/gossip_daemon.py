@@ -67,9 +67,10 @@ def _state_dir(given: str | None) -> Path:
               "authenticated with every sealed packet: nodes of another label are refused.")
 @click.option("--allow", default="", help="Accept packets only from these networks: "
               "CIDR,... e.g. 10.0.0.0/8,127.0.0.0/8 [default: any].")
-@click.option("--suspect-tail", default=0.01, show_default=True, type=float,
+@click.option("--suspect-tail", default=0.05, show_default=True, type=float,
               help="Suspect a node once its entry is older than a live node's is with this "
-              "probability (from the age law); 3 unanswered probes then declare it dead.")
+              "probability (from the age law); 6 unanswered probes, a third of an interval "
+              "apart, then declare it dead.")
 def daemon(bind: str, join: str, name: str | None, advertise: str | None, interval: str,
            window: str, state_dir: str | None, http: str | None, detach: bool,
            key: str | None, keyring: str | None, label: str, allow: str,

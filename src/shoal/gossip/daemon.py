@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import itertools
 import json
 import os
 import random
@@ -51,6 +52,9 @@ from shoal.memory import node_available
 LOSS_ENV = "SHOAL_GOSSIP_LOSS"  # a probability: drop that share of arriving packets, to
 # measure the failure detector under packet loss (benchmarks/gossip_detect.py); unset: none
 RESERVE = 64  # versions reserved per write of the state file
+LOOKS = 3  # looks of the failure detector per interval (probes go a third of one apart)
+PROBES = 6  # unanswered probes that declare a suspect dead: 6 lost at 10% loss per round
+# trip (5% each way) is 1e-6 per suspicion; at a third of an interval apart, 2 intervals
 JOB_SCAN = 5.0  # seconds between two looks for shoal jobs on the node
 MIN_WINDOW = 2  # own entry and one other: with the own entry alone, nodes that know only a
 # seed would never learn of each other (membership spreads through the windows)
@@ -72,7 +76,7 @@ class DaemonConfig:
     keyring: Path | None = None  # default: keyring.json in the state directory
     label: str = secure.DEFAULT_LABEL
     allow: list[secure.Network] = field(default_factory=list)  # empty: any source
-    suspect_tail: float = 0.01  # a live node is suspected at one look with this probability
+    suspect_tail: float = 0.05  # a live node is suspected at one look with this probability
 
     @property
     def keyring_path(self) -> Path:
@@ -135,7 +139,8 @@ class Daemon:
                          if self.keyring is not None else None)
         self.replay = secure.ReplayWindow()
         self.allow = secure.Allow(cfg.allow)
-        self.detector = health.Detector(cfg.interval, cfg.window, tail=cfg.suspect_tail)
+        self.detector = health.Detector(cfg.interval, cfg.window, tail=cfg.suspect_tail,
+                                        probes=PROBES, probe_wait=cfg.interval / LOOKS)
         self._sent_k = 0  # packets sent under the current version (their sequence numbers)
         self.loss = _emulated_loss()
 
@@ -170,14 +175,17 @@ class Daemon:
         self.vector.vector.update_own(own, now)
 
     def tick(self, now: float) -> None:
-        """Renew the own entry, send the window to a random known node (or a seed), and
-        probe the nodes the failure detector suspects (:mod:`shoal.gossip.health`)."""
+        """Renew the own entry and send the window to a random known node (or a seed)."""
         self.renew(now)
         self._sent_k = 0
         self.stats.ticks += 1
         target = self.pick_target()
         if target is not None:
             self.send_window(target, now)
+
+    def look(self, now: float) -> None:
+        """Give the failure detector every entry's age (:mod:`shoal.gossip.health`) and
+        probe the nodes it asks for."""
         vec = self.vector.vector
         slots = np.flatnonzero(vec.known[1:len(self.vector)]) + 1
         ages = dict(zip(self.vector.ids[slots].tolist(), (now - vec.born[slots]).tolist(),
@@ -388,12 +396,14 @@ class Daemon:
                   flush=True)
 
     async def _ticks(self) -> None:
-        interval = self.cfg.interval
-        deadline = time.monotonic() + self.rng.random() * interval
-        while True:
+        interval = self.cfg.interval / LOOKS
+        deadline = time.monotonic() + self.rng.random() * self.cfg.interval
+        for k in itertools.count():
             await asyncio.sleep(max(0.0, deadline - time.monotonic()))
             now = time.monotonic()
-            self.tick(now)
+            if k % LOOKS == 0:
+                self.tick(now)
+            self.look(now)
             deadline += interval
             if now - deadline > interval:  # fell behind (suspended): skip, do not burst
                 deadline = now + interval
