@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         Runtime,
         broadcast_globals,
         checkpoint,
-        cluster,
+        cluster_nodes,
         combine,
         create,
         destroy,
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Aggregator", "Array", "Channel", "Chare", "CheckpointError", "Future", "Group",
            "Reducer", "RemoteError", "Runtime", "ShoalError", "UsageError", "WireError",
-           "__version__", "broadcast_globals", "checkpoint", "cluster", "combine", "create",
+           "__version__", "broadcast_globals", "checkpoint", "cluster_nodes", "combine", "create",
            "destroy", "exit", "future", "iteration", "iwait", "lb_history", "my_host",
            "my_node", "my_pe", "num_nodes", "num_pes", "pool", "quiescence", "restored",
            "run_on_all", "sleep", "start", "stats", "when"]

@@ -142,9 +142,10 @@ def test_status_json_http_status_and_metrics_show_the_nodes(cluster):
     for k in range(N):
         assert f'shoal_gossip_node_age_seconds{{node="node{k}"}}' in text
     import shoal
+    import shoal.cluster  # (the emulated-cluster package: it must not hide the function)
 
-    assert len(shoal.cluster(cluster.state(0))) == N
-    assert shoal.cluster(cluster.root / "nowhere") == []
+    assert len(shoal.cluster_nodes(cluster.state(0))) == N
+    assert shoal.cluster_nodes(cluster.root / "nowhere") == []
 
 
 def _garbage_packets() -> list[bytes]:

@@ -6,7 +6,7 @@ from shoal.runtime.api import (
     Array,
     Group,
     checkpoint,
-    cluster,
+    cluster_nodes,
     combine,
     create,
     destroy,
@@ -35,7 +35,7 @@ from shoal.runtime.perpe import broadcast_globals, run_on_all
 from shoal.runtime.reducers import Reducer
 
 __all__ = ["Aggregator", "Array", "Channel", "Chare", "Future", "Group", "Reducer",
-           "RemoteError", "Runtime", "broadcast_globals", "checkpoint", "cluster", "combine",
+           "RemoteError", "Runtime", "broadcast_globals", "checkpoint", "cluster_nodes", "combine",
            "create", "destroy", "exit", "future", "iteration", "iwait", "lb_history", "my_host",
            "my_node", "my_pe", "num_nodes", "num_pes", "quiescence", "restored", "run_on_all",
            "sleep", "start", "stats", "when"]

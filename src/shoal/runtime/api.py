@@ -233,7 +233,7 @@ def my_host() -> str:
     return rt.nodes.hosts[rt.pe]
 
 
-def cluster(state_dir: str | None = None) -> list[dict[str, Any]]:
+def cluster_nodes(state_dir: str | None = None) -> list[dict[str, Any]]:
     """The nodes this node's gossip daemon knows (``shoal gossip daemon``; one dict per node:
     name, addr, age in s, load, free_mem, cores, jobs, pes, keys, self), [] where none runs.
     Needs no running job."""
