@@ -42,7 +42,7 @@ import numpy as np
 
 from shoal.errors import UsageError, WireError
 from shoal.files import write_text
-from shoal.gossip import control, health, packet, secure
+from shoal.gossip import control, health, packet, secure, wire
 from shoal.gossip.analysis import window_entries
 from shoal.gossip.packet import Address, parse_ip_addr
 from shoal.gossip.state import load_averages, shoal_jobs
@@ -194,17 +194,20 @@ class Daemon:
             slot = int(self.vector.slots_of(np.array([ident], np.uint32))[0])
             addr = parse_ip_addr(vec.records["addr"][slot].decode())
             if addr is not None:
-                self.send_window(addr, now, probe=True)
+                self.send_window(addr, now, wire.KIND_PROBE)
 
-    def send_window(self, target: Address, now: float, probe: bool = False) -> None:
-        """Send this node's window to ``target`` (``probe``: asking for its window back)."""
+    def send_window(self, target: Address, now: float, kind: int = wire.KIND_DAEMON) -> None:
+        """Send this node's window to ``target``; a probe or its answer (``kind``) carries
+        this node's own entry alone, and its receiver does not merge it: the detector's
+        traffic says "alive" without spreading records faster than the algorithm does."""
         if self._transport is None:
             return
-        slots = self.vector.window(self.window_size())
+        slots = (self.vector.window(self.window_size()) if kind == wire.KIND_DAEMON
+                 else np.zeros(1, np.int64))
         vec = self.vector.vector
         for data in packet.encode_window(self.id, self.vector.ids[slots],
                                          now - vec.born[slots], vec.records[slots],
-                                         self.envelope, self.version, self._sent_k, probe):
+                                         self.envelope, self.version, self._sent_k, kind):
             self._sent_k += 1
             try:
                 self._transport.sendto(data, target)
@@ -252,13 +255,15 @@ class Daemon:
         if self.envelope is not None and not self.replay.accept(got.sender, got.seq):
             self.stats.replayed += 1
             return
+        self.detector.answered(got.sender, now)  # (it spoke to this node: it is alive)
+        if got.kind == wire.KIND_PROBE and source is not None:
+            self.stats.probes_answered += 1
+            self.send_window(source, now, wire.KIND_ALIVE)
+        if got.kind != wire.KIND_DAEMON:
+            return
         entries = got.entries
         self.stats.merged_entries += self.vector.merge(
             entries["node"], entries["age"], entries["state"], now)
-        self.detector.answered(got.sender, now)  # (it spoke to this node: it is alive)
-        if got.probe and source is not None:
-            self.stats.probes_answered += 1
-            self.send_window(source, now)
 
     def _refused(self, exc: WireError, size: int) -> None:
         if isinstance(exc, secure.ForgedPacketError):

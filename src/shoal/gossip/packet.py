@@ -44,12 +44,12 @@ Address = tuple[str, int]
 
 class Decoded(NamedTuple):
     """A packet that passed every check: its sender, its entries (a copy), its sequence
-    number (0 for an open packet) and whether it is a probe (an answer is asked for)."""
+    number (0 for an open packet) and its wire kind (a window, a probe or an answer to one)."""
 
     sender: int
     entries: np.ndarray
     seq: int
-    probe: bool = False
+    kind: int = wire.KIND_DAEMON
 
 
 def node_id(name: str) -> int:
@@ -59,13 +59,12 @@ def node_id(name: str) -> int:
 
 def encode_window(sender: int, ids: np.ndarray, ages: np.ndarray, records: np.ndarray,
                   envelope: secure.Envelope | None = None, version: int = 0, first: int = 0,
-                  probe: bool = False) -> list[bytes]:
+                  kind: int = wire.KIND_DAEMON) -> list[bytes]:
     """The packets that carry a window: youngest entries first, at most
     :data:`MAX_PACKET` bytes each. With an ``envelope`` each is sealed, the ``k``-th with the
     sequence number ``version << 20 | (first + k)`` (``version``: the sender's record version
     of this tick, which never repeats; ``first``: the packets it sent before under it).
-    ``probe``: the receiver is asked to answer with its own window at once."""
-    kind = wire.KIND_PROBE if probe else wire.KIND_DAEMON
+    ``kind``: a window, a probe or the answer to one (``wire.KIND_*``)."""
     order = np.argsort(ages, kind="stable")
     per = PER_PACKET if envelope is None else SEALED_PER_PACKET
     packets = []
@@ -87,13 +86,14 @@ def decode_packet(data: bytes, envelope: secure.Envelope | None = None) -> Decod
     seq = 0
     if envelope is not None:
         seq, data = envelope.open(data)
-    probe = len(data) > 5 and data[5] == wire.KIND_PROBE  # (the header's kind byte)
-    sender, entries = wire.decode(data, None, RECORD,
-                                  kind=wire.KIND_PROBE if probe else wire.KIND_DAEMON)
+    kind = data[5] if len(data) > 5 else wire.KIND_DAEMON  # (the header's kind byte)
+    if kind not in (wire.KIND_PROBE, wire.KIND_ALIVE):
+        kind = wire.KIND_DAEMON  # (anything else: wire.decode says what is wrong)
+    sender, entries = wire.decode(data, None, RECORD, kind=kind)
     entries = entries.copy()
     for entry in entries:
         _check_record(int(entry["node"]), entry["state"])
-    return Decoded(sender, entries, seq, probe)
+    return Decoded(sender, entries, seq, kind)
 
 
 def _check_record(ident: int, rec: np.void) -> None:

@@ -20,8 +20,9 @@ from shoal.gossip.records import wire_dtype
 
 MAGIC = b"SHGP"
 VERSION = 1
-KIND_SERVICE, KIND_DAEMON, KIND_PROBE = 0, 1, 2  # (a probe: a daemon's window that asks
-# for the receiver's window back at once, shoal.gossip.health)
+KIND_SERVICE, KIND_DAEMON, KIND_PROBE, KIND_ALIVE = 0, 1, 2, 3  # (a probe asks a daemon
+# for an answer at once, an "alive" is that answer: each carries its sender's own entry, and
+# neither is merged into the vector: shoal.gossip.health)
 HEADER = struct.Struct("<4sBBHIII")
 
 
