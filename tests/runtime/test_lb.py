@@ -41,7 +41,7 @@ def test_distributed_balances_over_messages_without_gathering_the_database(ranks
     block of the 24 elements."""
     options = ("--lb", "distributed", *CPU)
     before, moved, seen = run_ok("lb", ranks, "atsync", shm=shm, options=options)["atsync"]
-    assert before[0] > 1.1 and moved > 0  # (the job says why not 1.4)
+    assert max(before) > 1.1 and moved > 0  # (the job says why not 1.4, nor at step 1)
     assert len(seen) == 6 and seen[0] == (24 // ranks, 24)
     assert all(mine < total for mine, total in seen)
 
