@@ -40,6 +40,7 @@ ENTRY_BYTES = wire_dtype(RECORD).itemsize
 PER_PACKET = (MAX_PACKET - wire.HEADER.size) // ENTRY_BYTES
 SEALED_PER_PACKET = (MAX_PACKET - wire.HEADER.size - secure.OVERHEAD) // ENTRY_BYTES
 Address = tuple[str, int]
+KINDS = (wire.KIND_DAEMON, wire.KIND_PROBE, wire.KIND_ALIVE)  # what a daemon sends
 
 
 class Decoded(NamedTuple):
@@ -86,14 +87,11 @@ def decode_packet(data: bytes, envelope: secure.Envelope | None = None) -> Decod
     seq = 0
     if envelope is not None:
         seq, data = envelope.open(data)
-    kind = data[5] if len(data) > 5 else wire.KIND_DAEMON  # (the header's kind byte)
-    if kind not in (wire.KIND_PROBE, wire.KIND_ALIVE):
-        kind = wire.KIND_DAEMON  # (anything else: wire.decode says what is wrong)
-    sender, entries = wire.decode(data, None, RECORD, kind=kind)
+    sender, entries = wire.decode(data, None, RECORD, kind=KINDS)
     entries = entries.copy()
     for entry in entries:
         _check_record(int(entry["node"]), entry["state"])
-    return Decoded(sender, entries, seq, kind)
+    return Decoded(sender, entries, seq, wire.kind_of(data))
 
 
 def _check_record(ident: int, rec: np.void) -> None:

@@ -49,9 +49,10 @@ def encode(sender: int, nodes: np.ndarray, ages: np.ndarray, records: np.ndarray
 
 
 def decode(buf: bytes | bytearray | memoryview, nodes: int | None, state: np.dtype,
-           kind: int = KIND_SERVICE) -> tuple[int, np.ndarray]:
+           kind: int | tuple[int, ...] = KIND_SERVICE) -> tuple[int, np.ndarray]:
     """Validate a message of a cluster of ``nodes`` (None: an open membership, any id) and
-    return (sender, entries). The entries are a view into ``buf``; copy what you keep."""
+    of ``kind`` (or one of several: :func:`kind_of` then says which), and return (sender,
+    entries). The entries are a view into ``buf``; copy what you keep."""
     view = memoryview(buf)
     sender, count = _check_header(view, nodes, state, kind)
     entries = np.frombuffer(view, wire_dtype(state), count, HEADER.size)
@@ -59,8 +60,13 @@ def decode(buf: bytes | bytearray | memoryview, nodes: int | None, state: np.dty
     return sender, entries
 
 
+def kind_of(buf: bytes | bytearray | memoryview) -> int:
+    """The kind of a message :func:`decode` accepted."""
+    return int(HEADER.unpack_from(buf, 0)[2])
+
+
 def _check_header(view: memoryview, nodes: int | None, state: np.dtype,
-                  kind: int) -> tuple[int, int]:
+                  kind: int | tuple[int, ...]) -> tuple[int, int]:
     """The header's sender and entry count, once the header and the message's length agree
     with this build and a cluster of ``nodes``."""
     if len(view) < HEADER.size:
@@ -71,7 +77,7 @@ def _check_header(view: memoryview, nodes: int | None, state: np.dtype,
     if version != VERSION or hlen != HEADER.size:
         raise WireError(f"unsupported format version {version} (header {hlen} B): "
                         f"this build reads version {VERSION}")
-    if got_kind != kind:
+    if got_kind not in (kind if isinstance(kind, tuple) else (kind,)):
         raise WireError(f"message of kind {got_kind}, expected {kind} (a daemon's message "
                         "reached an MPI service, or the reverse)")
     if esize != state.itemsize:
