@@ -183,16 +183,20 @@ class Daemon:
         if target is not None:
             self.send_window(target, now)
 
+    def _others(self) -> np.ndarray:
+        """The slots of the other nodes known."""
+        return np.flatnonzero(self.vector.vector.known[1:len(self.vector)]) + 1
+
     def look(self, now: float) -> None:
         """Give the failure detector every entry's age (:mod:`shoal.gossip.health`) and
         probe the nodes it asks for."""
         vec = self.vector.vector
-        slots = np.flatnonzero(vec.known[1:len(self.vector)]) + 1
-        ages = dict(zip(self.vector.ids[slots].tolist(), (now - vec.born[slots]).tolist(),
-                        strict=True))
+        slots = self._others()
+        ids = self.vector.ids[slots].tolist()
+        ages = dict(zip(ids, (now - vec.born[slots]).tolist(), strict=True))
+        slot_of = dict(zip(ids, slots.tolist(), strict=True))
         for ident in self.detector.look(now, ages):
-            slot = int(self.vector.slots_of(np.array([ident], np.uint32))[0])
-            addr = parse_ip_addr(vec.records["addr"][slot].decode())
+            addr = parse_ip_addr(vec.records["addr"][slot_of[ident]].decode())
             if addr is not None:
                 self.send_window(addr, now, wire.KIND_PROBE)
 
@@ -230,7 +234,7 @@ class Daemon:
     def pick_target(self) -> Address | None:
         """A random known node other than this one, else a random seed."""
         vec = self.vector.vector
-        slots = np.flatnonzero(vec.known[1:len(self.vector)]) + 1
+        slots = self._others()
         if len(slots):
             addr = parse_ip_addr(vec.records["addr"][self.rng.choice(slots)].decode())
             if addr is not None:
@@ -241,7 +245,8 @@ class Daemon:
     def receive(self, data: bytes, now: float, source: Address | None = None) -> None:
         """Merge one datagram's window (from ``source``); count and drop it if its source is
         not allowed, or it is malformed, foreign, forged or replayed. A probe is answered
-        with this node's window, to ``source``."""
+        at once (this node's own entry, to ``source``); a probe or an answer tells the
+        failure detector that its sender is alive and is not merged."""
         self.stats.received += 1
         self.stats.bytes_received += len(data)
         if source is not None and not self.allow.permits(source[0]):
