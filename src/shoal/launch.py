@@ -5,7 +5,10 @@ shoal runs its ranks with the allocation's own launcher inside a Slurm allocatio
 ``mpiexec``: by default the one of the ``mpich`` wheel, found beside the Python
 interpreter; ``SHOAL_MPIEXEC`` names another launcher (a site ``mpiexec``, ``srun`` with
 other flags). mpi4py is imported only inside ranks, never by the launching process. This
-is the parent side; what runs inside a rank is :mod:`shoal.rank`.
+is the parent side; what runs inside a rank is :mod:`shoal.rank`. Under srun, where the
+local gossip daemon knows the nodes, or hosts lost by an earlier launch are to be left out,
+this side chooses the host of every rank (:mod:`shoal.placement`, srun's arbitrary
+distribution); otherwise srun does.
 
 MPICH keeps its shared-memory segments in ``/dev/shm/mpich_shm_*`` files that the ranks
 remove when they finish; a job that dies leaves them (a few MB each). The launcher removes
@@ -31,6 +34,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -131,20 +135,23 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
     no limit). Output goes to this process's stdout/stderr. Raises :class:`UsageError` on a
     timeout. SIGTERM, SIGINT and SIGHUP to this process go to the launcher (which ends its
     ranks), and this process waits for the job before it returns. Under ``srun``, the
-    hosts of ``exclude`` get no rank (the rest may then hold more ranks than CPUs).
+    hosts of ``exclude`` get no rank, and where a gossip daemon runs the ranks go to the
+    least-loaded nodes it reports alive (:mod:`shoal.placement`; a node may then hold
+    more ranks than CPUs).
     ``name``: what a rank is called when it is named as killed (``PE``, ``rank``)."""
     if nprocs < 1:
         raise UsageError(f"run at least 1 rank (got -n {nprocs})")
     env = {**(os.environ if env is None else env)}
     launcher = mpiexec(env)
     srun = Path(launcher[0]).name == "srun"
-    if srun and exclude:
-        launcher += _without(exclude, env)
+    hosts, over = _placed(nprocs, env, exclude) if srun else (None, False)
+    if hosts is not None:
+        launcher += ["--distribution=arbitrary", *(["--overcommit"] if over else [])]
     cmd = [*launcher, "-n", str(nprocs), sys.executable, *argv]
     marker = f"{os.getpid()}.{time.monotonic_ns()}"
     env[LAUNCH_MARK] = marker
     home = JobDir.of(env)
-    with removing_shm_leftovers(marker), subprocess.Popen(
+    with _hostfile(hosts, env), removing_shm_leftovers(marker), subprocess.Popen(
             cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE if srun else None
             ) as job, _forward_signals(job):
         relay = _Relay(job.stdout, sys.stdout)
@@ -181,14 +188,43 @@ def lost_hosts(said: str) -> frozenset[str]:
     return frozenset(failed or _KILLED.findall(said))
 
 
-def _without(hosts: set[str] | frozenset[str], env: dict[str, str]) -> list[str]:
-    """srun's flags for a step on the allocation's nodes but ``hosts``: as many nodes as
-    remain (srun asks for every node of the allocation otherwise), more ranks than CPUs
-    allowed."""
-    left = int(env.get("SLURM_JOB_NUM_NODES", "0") or 0) - len(hosts)
-    if left < 1:
-        raise UsageError(f"no node of the allocation is left without {', '.join(hosts)}")
-    return [f"--exclude={','.join(sorted(hosts))}", f"--nodes={left}", "--overcommit"]
+def _placed(nprocs: int, env: dict[str, str], exclude: set[str] | frozenset[str]
+            ) -> tuple[list[str] | None, bool]:
+    """The host of each rank (:func:`shoal.placement.hostfile`) where the local gossip
+    daemon knows the nodes or hosts are to be left out (None: srun places the ranks), and
+    whether a node gets more ranks than the CPUs Slurm allocated there."""
+    from shoal.gossip.control import ENV as STATE_DIR
+    from shoal.gossip.control import cluster
+    from shoal.placement import expand_cpus, expand_hostlist, hostfile, node_loads
+
+    view = cluster(env.get(STATE_DIR))
+    if not view and not exclude:
+        return None, False
+    nodes = expand_hostlist(env.get("SLURM_JOB_NODELIST", ""))
+    cpus = expand_cpus(env.get("SLURM_JOB_CPUS_PER_NODE", ""))
+    if not nodes or len(cpus) != len(nodes):
+        raise UsageError("srun runs inside an allocation whose SLURM_JOB_NODELIST or "
+                         "SLURM_JOB_CPUS_PER_NODE cannot be read: start shoal run in the "
+                         "allocation's own environment (salloc, sbatch)")
+    hosts = hostfile(nprocs, nodes, cpus, node_loads(view), exclude)
+    return hosts, any(hosts.count(n) > c for n, c in zip(nodes, cpus, strict=True))
+
+
+@contextmanager
+def _hostfile(hosts: list[str] | None, env: dict[str, str]) -> Iterator[None]:
+    """``SLURM_HOSTFILE`` in ``env`` names a file of ``hosts``, one line per rank, for the
+    launch (srun reads it as it starts); removed after."""
+    if hosts is None:
+        yield
+        return
+    fd, path = tempfile.mkstemp(prefix="shoal-hosts-", text=True)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write("".join(f"{h}\n" for h in hosts))
+        env["SLURM_HOSTFILE"] = path
+        yield
+    finally:
+        os.unlink(path)
 
 
 def _end(job: subprocess.Popen, srun: bool) -> None:

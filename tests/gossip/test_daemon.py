@@ -302,6 +302,6 @@ def test_jobs_and_pes_are_found_from_the_job_directories(tmp_path):
     (job / "pes" / f"{os.getpid()}@otherhost").write_text("2\n")
     (proc / "123").mkdir(parents=True)
     (proc / "123" / "environ").write_bytes(f"A=1\0SHOAL_JOBDIR={job}\0".encode())
-    jobs, pes = shoal_jobs(host, proc=str(proc))
-    assert (jobs, pes) >= (1, 2)  # /tmp may hold a job of another test too
-    assert shoal_jobs("nohost", proc=str(proc)) == (0, 0)
+    jobs = shoal_jobs(host, proc=str(proc))
+    assert {os.getpid(), os.getppid()} in jobs  # /tmp may hold a job of another test too
+    assert shoal_jobs("nohost", proc=str(proc)) == []

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from shoal import Reducer, UsageError
 from shoal.runtime.chare import Chare
-from shoal.runtime.maps import check_map, home, local_indices
+from shoal.runtime.maps import WeightedBlock, check_map, default_map, home, local_indices
 from shoal.runtime.protocol import children, parent
 from shoal.runtime.proxy import proxy_classes
 from shoal.runtime.reducers import checked
@@ -30,6 +30,29 @@ def test_local_indices_partition_the_array_as_home_says(dims, npes, m):
     if m == "block":  # contiguous runs whose sizes differ by at most one
         sizes = [len(local_indices(m, dims, npes, pe)) for pe in range(npes)]
         assert max(sizes) - min(sizes) <= 1 and sum(sizes) == math.prod(dims)
+
+
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=2),
+       st.lists(st.floats(0.05, 1.0), min_size=1, max_size=6))
+def test_a_weighted_block_map_gives_each_pe_a_run_in_proportion_to_its_share(dims, shares):
+    """Against the exact share: PE p's run is its share of the elements, rounded at the
+    run's two ends; the runs partition the row-major order as home says; the map pickles;
+    on another number of PEs (a restart) it is the plain block map."""
+    dims, npes = tuple(dims), len(shares)
+    m = pickle.loads(pickle.dumps(WeightedBlock(shares)))
+    total, cum = math.prod(dims), np.concatenate(([0.0], np.cumsum(shares)))
+    lin = 0
+    for pe in range(npes):
+        mine = local_indices(m, dims, npes, pe)
+        assert [np.ravel_multi_index(ix, dims) for ix in mine] == list(
+            range(lin, lin + len(mine)))
+        assert all(home(m, ix, dims, npes) == pe for ix in mine)
+        assert abs(lin + len(mine) - cum[pe + 1] / cum[-1] * total) <= 0.5 + 1e-9
+        lin += len(mine)
+    assert lin == total
+    for ix in np.ndindex(*dims):
+        assert home(m, ix, dims, npes + 1) == home("block", ix, dims, npes + 1)
+    assert default_map(dims, [1.0] * npes) == "block" and default_map(None, shares) == "hash"
 
 
 def test_user_maps_and_sparse_indices():

@@ -71,10 +71,12 @@ def _state_dir(given: str | None) -> Path:
               help="Suspect a node once its entry is older than a live node's is with this "
               "probability (from the age law); 6 unanswered probes, a third of an interval "
               "apart, then declare it dead.")
+@click.option("--cores", default=None, type=click.IntRange(1, 65535), help="The cores this "
+              "node offers to jobs, as placement counts them [default: the machine's count].")
 def daemon(bind: str, join: str, name: str | None, advertise: str | None, interval: str,
            window: str, state_dir: str | None, http: str | None, detach: bool,
            key: str | None, keyring: str | None, label: str, allow: str,
-           suspect_tail: float) -> None:
+           suspect_tail: float, cores: int | None) -> None:
     """Run the gossip daemon of this node (UDP, no MPI) until SIGTERM."""
     import ipaddress
 
@@ -99,7 +101,7 @@ def daemon(bind: str, join: str, name: str | None, advertise: str | None, interv
         http=http_addr, key=secure.parse_key(key, "--key") if key is not None else None,
         keyring=Path(keyring).expanduser() if keyring else None,
         label=secure.check_label(label), allow=secure.parse_allow(allow),
-        suspect_tail=suspect_tail)
+        suspect_tail=suspect_tail, cores=cores)
     serve(cfg, background=detach)
 
 
@@ -131,7 +133,7 @@ def unset_key(key: str, state_dir: str | None) -> None:
 @click.option("--state-dir", default=None, help=STATE_HELP)
 def status(as_json: bool, state_dir: str | None) -> None:
     """Every node the local daemon knows: address, state (alive, suspect, dead), age, load,
-    memory, cores, jobs, keys."""
+    cores busy (of them shoal's PEs), memory, cores, jobs, keys."""
     from shoal.gossip.control import request
 
     view = request(_state_dir(state_dir), {"op": "status"})
@@ -140,7 +142,8 @@ def status(as_json: bool, state_dir: str | None) -> None:
         click.echo(json.dumps(view, indent=1))
         return
     rows = [[("* " if n["self"] else "") + n["name"], n["addr"], n["state"], f"{n['age']:.2f}",
-             " ".join(f"{x:.2f}" for x in n["load"]), units.format_bytes(n["free_mem"]),
+             " ".join(f"{x:.2f}" for x in n["load"]), f"{n['busy']:.2f} ({n['shoal']:.2f})",
+             units.format_bytes(n["free_mem"]),
              n["cores"], n["jobs"], n["pes"],
              " ".join(f"{k}={v}" for k, v in sorted(n["keys"].items()))]
             for n in view["nodes"]]
@@ -149,7 +152,8 @@ def status(as_json: bool, state_dir: str | None) -> None:
         f"Gossip: {len(rows)} nodes as {view['name']} sees them (interval "
         f"{units.format_duration(view['interval'])}, mean age "
         f"{'-' if mean is None else f'{mean:.2f} s'}, {_security_line(view)})",
-        ["node", "address", "state", "age (s)", "load 1/5/15", "free memory", "cores", "jobs",
+        ["node", "address", "state", "age (s)", "load 1/5/15", "busy (shoal)", "free memory",
+         "cores", "jobs",
          "PEs", "keys"], rows))
 
 

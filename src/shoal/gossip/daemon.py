@@ -2,6 +2,7 @@
 one per node, over UDP, without MPI.
 
 Once per interval, at its own random phase, the daemon renews its own record (load averages,
+the cores busy and how many of them shoal's PEs took (:class:`shoal.gossip.state.CpuMeter`),
 available memory, cores, the shoal jobs and PEs on the node, the user's keys; its version goes
 up by one) and sends the window of its youngest entries to a random node it knows, or to a
 seed of ``--join`` while it knows none. Arriving windows are merged by the same code as the MPI
@@ -45,7 +46,7 @@ from shoal.files import write_text
 from shoal.gossip import control, health, packet, secure, wire
 from shoal.gossip.analysis import window_entries
 from shoal.gossip.packet import Address, parse_ip_addr
-from shoal.gossip.state import load_averages, shoal_jobs
+from shoal.gossip.state import CpuMeter, load_averages, shoal_jobs
 from shoal.gossip.vector import OpenVector
 from shoal.memory import node_available
 
@@ -77,6 +78,7 @@ class DaemonConfig:
     label: str = secure.DEFAULT_LABEL
     allow: list[secure.Network] = field(default_factory=list)  # empty: any source
     suspect_tail: float = 0.05  # a live node is suspected at one look with this probability
+    cores: int | None = None  # the cores offered to jobs; default: the machine's
 
     @property
     def keyring_path(self) -> Path:
@@ -130,7 +132,9 @@ class Daemon:
         self.seeds = list(cfg.seeds) + [a for a in map(parse_ip_addr, saved.get("peers", []))
                                         if a is not None]
         self.started = time.monotonic()
-        self._jobs, self._jobs_at = (0, 0), -JOB_SCAN
+        self._jobs: list[set[int]] = []
+        self._jobs_at = -JOB_SCAN
+        self.cpu = CpuMeter()
         self._own = np.zeros((), packet.RECORD)
         self._transport: asyncio.DatagramTransport | None = None
         self.keyring, self.key_note = secure.open_keyring(
@@ -168,8 +172,10 @@ class Daemon:
         own["version"] = self.version
         own["load"], own["load5"], own["load15"] = load_averages()
         own["free_mem"] = node_available()
-        own["cores"] = min(os.cpu_count() or 1, 65535)
-        own["jobs"], own["pes"] = min(self._jobs[0], 65535), self._jobs[1]
+        own["cores"] = min(self.cfg.cores or os.cpu_count() or 1, 65535)
+        own["busy"], own["shoal"] = self.cpu.sample(now)
+        own["jobs"] = min(len(self._jobs), 65535)
+        own["pes"] = sum(map(len, self._jobs))
         own["name"], own["addr"] = self.name.encode(), self.advertise.encode()
         own["keys"] = packet.encode_keys(self.keys)
         self.vector.vector.update_own(own, now)
@@ -480,7 +486,8 @@ STATE_CODE = {health.ALIVE: 0, health.SUSPECT: 1, health.DEAD: 2}  # shoal_gossi
 
 def prometheus(status: dict[str, Any]) -> str:
     """The Prometheus text format of a status: the daemon's counters, the failure detector's,
-    and per node its age, load, free memory, cores, jobs, PEs and state (0 alive, 1 suspect,
+    and per node its age, load, cores busy (all, shoal's), free memory, cores, jobs, PEs
+    and state (0 alive, 1 suspect,
     2 dead; labelled with its name)."""
     lines = []
     for key, value in status["stats"].items():
@@ -492,6 +499,7 @@ def prometheus(status: dict[str, Any]) -> str:
               f"shoal_gossip_cpu_seconds_total {status['cpu_seconds']:.6f}"]
     per_node = {"age_seconds": lambda n: n["age"], "load1": lambda n: n["load"][0],
                 "load5": lambda n: n["load"][1], "load15": lambda n: n["load"][2],
+                "busy_cores": lambda n: n["busy"], "shoal_cores": lambda n: n["shoal"],
                 "free_memory_bytes": lambda n: n["free_mem"], "cores": lambda n: n["cores"],
                 "jobs": lambda n: n["jobs"], "pes": lambda n: n["pes"]}
     per_node["state"] = lambda n: STATE_CODE[n["state"]]

@@ -31,9 +31,11 @@ from shoal.gossip import secure, wire
 from shoal.gossip.records import wire_dtype
 
 MAX_PACKET = 1400
-NAME_BYTES, ADDR_BYTES, KEYS_BYTES = 64, 48, 112
+MAX_CORES = 65535  # a record's cores field is 16 bits
+NAME_BYTES, ADDR_BYTES, KEYS_BYTES = 64, 48, 104
 RECORD = np.dtype([("version", "<u8"), ("load", "<f4"), ("load5", "<f4"), ("load15", "<f4"),
-                   ("free_mem", "<u8"), ("cores", "<u2"), ("jobs", "<u2"), ("pes", "<u4"),
+                   ("busy", "<f4"), ("shoal", "<f4"), ("free_mem", "<u8"), ("cores", "<u2"),
+                   ("jobs", "<u2"), ("pes", "<u4"),
                    ("name", f"S{NAME_BYTES}"), ("addr", f"S{ADDR_BYTES}"),
                    ("keys", f"S{KEYS_BYTES}")])
 ENTRY_BYTES = wire_dtype(RECORD).itemsize
@@ -111,6 +113,8 @@ def _check_record(ident: int, rec: np.void) -> None:
         raise WireError("a record's keys are not an object of strings")
     if not all(math.isfinite(float(rec[f])) for f in ("load", "load5", "load15")):
         raise WireError("a record's load is not finite")
+    if not all(0.0 <= float(rec[f]) <= MAX_CORES for f in ("busy", "shoal")):
+        raise WireError("a record's busy cores are not in [0, 65535]")
 
 
 def parse_ip_addr(text: str) -> Address | None:
@@ -135,6 +139,7 @@ def record_fields(rec: np.void) -> dict[str, Any]:
     return {"name": rec["name"].decode(), "addr": rec["addr"].decode(),
             "version": int(rec["version"]),
             "load": [round(float(rec[f]), 3) for f in ("load", "load5", "load15")],
+            "busy": round(float(rec["busy"]), 3), "shoal": round(float(rec["shoal"]), 3),
             "free_mem": int(rec["free_mem"]), "cores": int(rec["cores"]),
             "jobs": int(rec["jobs"]), "pes": int(rec["pes"]),
             "keys": json.loads(rec["keys"].decode() or "{}")}

@@ -18,7 +18,7 @@ from shoal.errors import UsageError
 from shoal.runtime import building
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.futures import Task
-from shoal.runtime.maps import Singles, check_map, local_indices
+from shoal.runtime.maps import Singles, check_map, default_map, local_indices
 from shoal.runtime.protocol import (
     B_NUM,
     CREATE,
@@ -102,11 +102,11 @@ class Location:
         if not (isinstance(ndims, int) and 1 <= ndims <= 6):
             raise UsageError(f"an array has 1 to 6 dimensions (got {ndims!r}): give dims=(...) "
                              "or ndims=k for an array filled by insertion")
+        rt = self.rt
         if mapping is None:
-            mapping = "block" if dims is not None else "hash"
+            mapping = default_map(dims, rt.nodes.shares)
         else:
             check_map(mapping, dims)
-        rt = self.rt
         cid = self._new_id()
         proxy_classes(cls)  # a clash of names is the caller's error, raised here
         self.on_create((CREATE, rt.pe, cid, kind, cls, ndims, dims, mapping, args, at_sync,

@@ -6,7 +6,9 @@ element is. The initial placement of a dense array is the home. Built-in maps: `
 function ``f(index, dims, npes) -> pe``, which places every element: those of a dense array,
 those inserted outside its shape, and those of an array filled by insertion (it gets
 ``dims=None`` then). Without a user map, elements of an array filled by insertion and indices
-outside ``dims`` are homed by a hash of the index.
+outside ``dims`` are homed by a hash of the index. Without any map, a dense array is
+``"block"``, or :class:`WeightedBlock` where the gossip daemon reports PEs that get less
+than a core (:mod:`shoal.placement`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ if TYPE_CHECKING:
 
     # an array's map: a built-in one by name, or a function ``f(index, dims, npes) -> pe``
     ArrayMap: TypeAlias = (
-        str | Callable[[tuple[int, ...], tuple[int, ...] | None, int], int | np.integer[Any]])
+        str | "WeightedBlock"
+        | Callable[[tuple[int, ...], tuple[int, ...] | None, int], int | np.integer[Any]])
 
 MAPS = ("block", "round_robin")
 
@@ -52,9 +55,49 @@ def _hashed(index: tuple[int, ...], npes: int) -> int:
     return (h ^ (h >> 16)) % npes
 
 
+class WeightedBlock:
+    """``"block"`` with runs in proportion to ``shares`` (PE ``p``'s share of a core), the
+    default map where some PEs get less than a core: elements ``[bounds[p], bounds[p+1])``
+    of the row-major order start on PE ``p``. On another number of PEs than ``shares`` has
+    (a restart at another size) it is ``"block"``."""
+
+    def __init__(self, shares: list[float]):
+        self.shares = tuple(float(x) for x in shares)
+        self._bounds: dict[int, np.ndarray] = {}
+
+    def bounds(self, total: int) -> np.ndarray:
+        got = self._bounds.get(total)
+        if got is None:
+            cum = np.cumsum(self.shares)
+            got = np.concatenate(([0], np.rint(cum / cum[-1] * total))).astype(np.int64)
+            self._bounds[total] = got
+        return got
+
+    def pe_of(self, lin: int, total: int) -> int:
+        return int(np.searchsorted(self.bounds(total), lin, side="right")) - 1
+
+    def __getstate__(self) -> dict:
+        return {"shares": self.shares}
+
+    def __setstate__(self, state: dict) -> None:
+        self.shares, self._bounds = tuple(state["shares"]), {}
+
+    def __repr__(self) -> str:
+        return f"WeightedBlock({list(self.shares)})"
+
+
+def default_map(dims: tuple[int, ...] | None, shares: list[float]) -> str | WeightedBlock:
+    """The map of an array created without one."""
+    if dims is None:
+        return "hash"
+    return "block" if min(shares) == max(shares) else WeightedBlock(shares)
+
+
 def home(m: ArrayMap, index: tuple[int, ...], dims: tuple[int, ...] | None,
          npes: int) -> int:
     """The home PE of ``index`` (plain Python: it runs on the send path)."""
+    if isinstance(m, WeightedBlock) and len(m.shares) != npes:
+        m = "block"
     if callable(m):
         pe = m(index, dims, npes)
         if not (isinstance(pe, (int, np.integer)) and 0 <= pe < npes):
@@ -71,6 +114,8 @@ def home(m: ArrayMap, index: tuple[int, ...], dims: tuple[int, ...] | None,
         lin = lin * d + i
     if m == "round_robin":
         return lin % npes
+    if isinstance(m, WeightedBlock):
+        return m.pe_of(lin, math.prod(dims))
     return lin * npes // math.prod(dims)
 
 
@@ -78,9 +123,13 @@ def local_indices(m: ArrayMap, dims: tuple[int, ...], npes: int,
                   pe: int) -> list[tuple[int, ...]]:
     """The indices of a dense array whose home is ``pe`` (vectorised for built-in maps)."""
     total = math.prod(dims)
-    if callable(m):
+    if isinstance(m, WeightedBlock) and len(m.shares) != npes:
+        m = "block"
+    if isinstance(m, WeightedBlock):
+        lin = np.arange(*m.bounds(total)[pe:pe + 2])
+    elif callable(m):
         return [ix for ix in np.ndindex(*dims) if home(m, ix, dims, npes) == pe]
-    if m == "round_robin":
+    elif m == "round_robin":
         lin = np.arange(pe, total, npes)
     else:
         lo = -(-pe * total // npes)
