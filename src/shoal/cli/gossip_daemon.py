@@ -73,10 +73,17 @@ def _state_dir(given: str | None) -> Path:
               "apart, then declare it dead.")
 @click.option("--cores", default=None, type=click.IntRange(1, 65535), help="The cores this "
               "node offers to jobs, as placement counts them [default: the machine's count].")
+@click.option("--group", default=None, help="Hierarchical gossip: this node's group, a "
+              "topology key such as its rack (at most 32 bytes). Full records within the "
+              "group, group summaries between groups [default: flat gossip].")
+@click.option("--groups", default=None, type=click.IntRange(1, 1 << 20), help="Hierarchical "
+              "gossip in this many groups, a node's group by a hash of its name (instead of "
+              "--group).")
 def daemon(bind: str, join: str, name: str | None, advertise: str | None, interval: str,
            window: str, state_dir: str | None, http: str | None, detach: bool,
            key: str | None, keyring: str | None, label: str, allow: str,
-           suspect_tail: float, cores: int | None) -> None:
+           suspect_tail: float, cores: int | None, group: str | None,
+           groups: int | None) -> None:
     """Run the gossip daemon of this node (UDP, no MPI) until SIGTERM."""
     import ipaddress
 
@@ -94,6 +101,10 @@ def daemon(bind: str, join: str, name: str | None, advertise: str | None, interv
                          "e.g. 0.01 (lower: fewer false suspicions, slower detection)")
     if name is not None and not 0 < len(name.encode()) <= 64:
         raise UsageError(f"--name {name!r}: give 1 to 64 bytes")
+    if group is not None and groups is not None:
+        raise UsageError("give --group NAME or --groups G, not both")
+    if group is not None and not 0 < len(group.encode()) <= 32:
+        raise UsageError(f"--group {group!r}: give 1 to 32 bytes")
     cfg = DaemonConfig(
         bind=parse_hostport(bind, "--bind"), seeds=seeds, interval=_interval(interval),
         window=_window(window), state_dir=_state_dir(state_dir), name=name,
@@ -101,7 +112,7 @@ def daemon(bind: str, join: str, name: str | None, advertise: str | None, interv
         http=http_addr, key=secure.parse_key(key, "--key") if key is not None else None,
         keyring=Path(keyring).expanduser() if keyring else None,
         label=secure.check_label(label), allow=secure.parse_allow(allow),
-        suspect_tail=suspect_tail, cores=cores)
+        suspect_tail=suspect_tail, cores=cores, group=group, groups=groups)
     serve(cfg, background=detach)
 
 
@@ -153,8 +164,16 @@ def status(as_json: bool, state_dir: str | None) -> None:
         f"{units.format_duration(view['interval'])}, mean age "
         f"{'-' if mean is None else f'{mean:.2f} s'}, {_security_line(view)})",
         ["node", "address", "state", "age (s)", "load 1/5/15", "busy (shoal)", "free memory",
-         "cores", "jobs",
-         "PEs", "keys"], rows))
+         "cores", "jobs", "PEs", "keys"], rows))
+    if view.get("groups"):
+        console.print(table(
+            f"Groups: {len(view['groups'])} ({view['name']} is in {view['group']!r})",
+            ["group", "age (s)", "live nodes", "cores", "busy min/mean/max", "free memory",
+             "oldest record (s)", "contact"],
+            [[("* " if g["own"] else "") + g["group"], f"{g['age']:.2f}", g["nodes"],
+              g["cores"], " ".join(f"{x:.2f}" for x in g["busy"]),
+              units.format_bytes(g["free_mem"]), f"{g['oldest']:.2f}", g["contact"]]
+             for g in view["groups"]]))
 
 
 def _security_line(view: dict) -> str:

@@ -43,7 +43,7 @@ import numpy as np
 
 from shoal.errors import UsageError, WireError
 from shoal.files import write_text
-from shoal.gossip import control, health, packet, secure, wire
+from shoal.gossip import control, groups, health, packet, secure, wire
 from shoal.gossip.analysis import window_entries
 from shoal.gossip.packet import Address, parse_ip_addr
 from shoal.gossip.state import CpuMeter, load_averages, shoal_jobs
@@ -79,6 +79,8 @@ class DaemonConfig:
     allow: list[secure.Network] = field(default_factory=list)  # empty: any source
     suspect_tail: float = 0.05  # a live node is suspected at one look with this probability
     cores: int | None = None  # the cores offered to jobs; default: the machine's
+    group: str | None = None  # hierarchical gossip: this node's group (a topology key) ...
+    groups: int | None = None  # ... or one of this many groups by a hash of the name
 
     @property
     def keyring_path(self) -> Path:
@@ -103,6 +105,7 @@ class DaemonStats:
     send_errors: int = 0
     probes_answered: int = 0
     dropped_emulated: int = 0  # arriving packets dropped on purpose (LOSS_ENV)
+    relayed: int = 0  # windows of another group passed on to a node of that group
 
 
 def format_addr(addr: Address) -> str:
@@ -123,6 +126,9 @@ class Daemon:
         self.name = cfg.name or f"{socket.gethostname()}@{self.advertise}"
         self.id = packet.node_id(self.name)
         self.vector = OpenVector(self.id, packet.RECORD)
+        group = groups.group_name(cfg.group, cfg.groups, self.name)
+        self.groups = None if group is None else groups.GroupLayer(group, cfg.window)
+        self.group_id = 0 if self.groups is None else self.groups.id
         self.stats = DaemonStats()
         self.rng = random.Random()
         saved = _load_state(cfg.state_dir)
@@ -188,6 +194,24 @@ class Daemon:
         target = self.pick_target()
         if target is not None:
             self.send_window(target, now)
+        if self.groups is not None:
+            self.groups.renew(now, self._live(now), self.advertise)
+            target = self.groups.target(self.rng) or self.pick_target()
+            if target is not None:
+                self.send_summaries(target, now)
+
+    def _live(self, now: float) -> list[dict[str, Any]]:
+        """The records of the own group's nodes that are not dead (this one first)."""
+        return [n for n in self.nodes(now) if n["state"] != health.DEAD]
+
+    def send_summaries(self, target: Address, now: float) -> None:
+        """Send the window of the youngest group summaries to ``target``."""
+        assert self.groups is not None
+        vec, slots = self.groups.summaries.vector, self.groups.window_slots()
+        self._send(packet.encode_window(self.id, self.groups.summaries.ids[slots],
+                                        now - vec.born[slots], vec.records[slots],
+                                        self.envelope, self.version, self._sent_k,
+                                        wire.KIND_SUMMARY, self.group_id), target)
 
     def _others(self) -> np.ndarray:
         """The slots of the other nodes known."""
@@ -210,14 +234,18 @@ class Daemon:
         """Send this node's window to ``target``; a probe or its answer (``kind``) carries
         this node's own entry alone, and its receiver does not merge it: the detector's
         traffic says "alive" without spreading records faster than the algorithm does."""
-        if self._transport is None:
-            return
         slots = (self.vector.window(self.window_size()) if kind == wire.KIND_DAEMON
                  else np.zeros(1, np.int64))
         vec = self.vector.vector
-        for data in packet.encode_window(self.id, self.vector.ids[slots],
-                                         now - vec.born[slots], vec.records[slots],
-                                         self.envelope, self.version, self._sent_k, kind):
+        self._send(packet.encode_window(self.id, self.vector.ids[slots],
+                                        now - vec.born[slots], vec.records[slots],
+                                        self.envelope, self.version, self._sent_k, kind,
+                                        self.group_id), target)
+
+    def _send(self, packets: list[bytes], target: Address) -> None:
+        if self._transport is None:
+            return
+        for data in packets:
             self._sent_k += 1
             try:
                 self._transport.sendto(data, target)
@@ -238,13 +266,16 @@ class Daemon:
                                               else min(win, known)))
 
     def pick_target(self) -> Address | None:
-        """A random known node other than this one, else a random seed."""
+        """A random known node other than this one (of the own group), else a random seed."""
         vec = self.vector.vector
         slots = self._others()
         if len(slots):
             addr = parse_ip_addr(vec.records["addr"][self.rng.choice(slots)].decode())
             if addr is not None:
                 return addr
+        return self._seed()
+
+    def _seed(self) -> Address | None:
         seeds = [s for s in self.seeds if format_addr(s) != self.advertise]
         return self.rng.choice(seeds) if seeds else None
 
@@ -270,11 +301,47 @@ class Daemon:
         if got.kind == wire.KIND_PROBE and source is not None:
             self.stats.probes_answered += 1
             self.send_window(source, now, wire.KIND_ALIVE)
+        if got.kind == wire.KIND_SUMMARY:
+            self._summaries(got.entries, now, source)
         if got.kind != wire.KIND_DAEMON:
             return
         entries = got.entries
+        ours = entries["flags"] == self.group_id
+        if self.groups is not None and not ours.all():
+            self._foreign_window(data, entries[~ours][0], source)
+        entries = entries[ours]
         self.stats.merged_entries += self.vector.merge(
             entries["node"], entries["age"], entries["state"], now)
+
+    def _foreign_window(self, data: bytes, entry: np.void, source: Address | None) -> None:
+        """A window from another group (its sender knows no member of its own yet, and this
+        node was its seed): note the sender, and pass the datagram on to another node heard
+        of in that group (:mod:`shoal.gossip.groups`)."""
+        assert self.groups is not None
+        group, sender = int(entry["flags"]), entry["state"]["addr"].decode()
+        self.groups.heard(group, sender)
+        target = self.groups.relay_to(group, sender, self.rng)
+        if target is not None and self._transport is not None and target != source:
+            self._transport.sendto(data, target)
+            self.stats.relayed += 1
+
+    def _summaries(self, entries: np.ndarray, now: float, source: Address | None) -> None:
+        """Merge group summaries; a member of the own group they name that this node does
+        not know yet gets this node's window (how a group's members find each other). A
+        member of the own group that sent only the group's own summary knows no other group
+        yet: it gets this node's summaries back, if they hold another group's."""
+        if self.groups is None:
+            self.stats.foreign += 1  # (a grouped cluster's packet at a flat daemon)
+            return
+        if (source is not None and (entries["node"] == self.group_id).all()
+                and (entries["flags"] == self.group_id).all() and len(self.groups.summaries) > 1):
+            self.send_summaries(source, now)
+        kept, member = self.groups.merge(entries, now)
+        self.stats.merged_entries += kept
+        addr = None if member is None else parse_ip_addr(member)
+        known = {r.decode() for r in self.vector.vector.records["addr"][:len(self.vector)]}
+        if addr is not None and member not in known:
+            self.send_window(addr, now)
 
     def _refused(self, exc: WireError, size: int) -> None:
         if isinstance(exc, secure.ForgedPacketError):
@@ -306,6 +373,8 @@ class Daemon:
         nodes = self.nodes(now)
         ages = [n["age"] for n in nodes if not n["self"]]
         return {"name": self.name, "addr": self.advertise, "version": self.version,
+                "group": None if self.groups is None else self.groups.name,
+                "groups": [] if self.groups is None else self.groups.status(now),
                 "interval": self.cfg.interval, "window": self.cfg.window,
                 "uptime": round(now - self.started, 3), "cpu_seconds": time.process_time(),
                 "mean_age": float(np.mean(ages)) if ages else None,
@@ -400,9 +469,13 @@ class Daemon:
         print(self.notice(), file=sys.stderr, flush=True)
         print(f"shoal gossip daemon {self.name} (id {self.id:#010x}) on {self.advertise}, "
               f"version {self.version}", flush=True)
-        try:
-            await stop.wait()
+        stopped = asyncio.create_task(stop.wait())
+        try:  # until SIGTERM, or a failure of the ticks (a bug: raised, the daemon ends)
+            await asyncio.wait([stopped, ticker], return_when=asyncio.FIRST_COMPLETED)
+            if ticker.done():
+                ticker.result()
         finally:
+            stopped.cancel()
             ticker.cancel()
             for server in servers:
                 server.close()
@@ -486,9 +559,9 @@ STATE_CODE = {health.ALIVE: 0, health.SUSPECT: 1, health.DEAD: 2}  # shoal_gossi
 
 def prometheus(status: dict[str, Any]) -> str:
     """The Prometheus text format of a status: the daemon's counters, the failure detector's,
-    and per node its age, load, cores busy (all, shoal's), free memory, cores, jobs, PEs
-    and state (0 alive, 1 suspect,
-    2 dead; labelled with its name)."""
+    per node its age, load, cores busy (all, shoal's), free memory, cores, jobs, PEs and
+    state (0 alive, 1 suspect, 2 dead; labelled with its name), and per group (grouped
+    daemons) its summary's age, live nodes, cores, busy cores, free memory, oldest age."""
     lines = []
     for key, value in status["stats"].items():
         lines += [f"# TYPE shoal_gossip_{key}_total counter",
@@ -512,9 +585,21 @@ def prometheus(status: dict[str, Any]) -> str:
     for metric, get in per_node.items():
         lines.append(f"# TYPE shoal_gossip_node_{metric} gauge")
         for n in status["nodes"]:
-            label = n["name"].replace("\\", "\\\\").replace('"', '\\"')
-            lines.append(f'shoal_gossip_node_{metric}{{node="{label}"}} {get(n)}')
+            lines.append(f'shoal_gossip_node_{metric}{{node="{_label(n["name"])}"}} {get(n)}')
+    per_group = {"age_seconds": lambda g: g["age"], "nodes": lambda g: g["nodes"],
+                 "cores": lambda g: g["cores"], "busy_mean_cores": lambda g: g["busy"][1],
+                 "busy_max_cores": lambda g: g["busy"][2],
+                 "free_memory_bytes": lambda g: g["free_mem"],
+                 "oldest_age_seconds": lambda g: g["oldest"]}
+    for metric, get in per_group.items() if status["groups"] else ():
+        lines.append(f"# TYPE shoal_gossip_group_{metric} gauge")
+        for g in status["groups"]:
+            lines.append(f'shoal_gossip_group_{metric}{{group="{_label(g["group"])}"}} {get(g)}')
     return "\n".join(lines) + "\n"
+
+
+def _label(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _reachable(bound: Address) -> Address:

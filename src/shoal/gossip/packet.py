@@ -12,7 +12,10 @@ message travels inside a 49-byte envelope, so a packet carries :data:`SEALED_PER
 entries and still never exceeds the cap.
 
 A node's id is the first 4 bytes of the BLAKE2b hash of its name; its record carries the name,
-so a receiver checks that they agree (a collision or a forged entry is refused). Everything a
+so a receiver checks that they agree (a collision or a forged entry is refused). Grouped
+daemons (hierarchical gossip) put the group's id, the same hash of the group's name, in each
+entry's flags, and send group summaries (:data:`SUMMARY`, 120 bytes, 10 to a packet, 9
+sealed) in messages of kind 4, whose entries are named by group id. Everything a
 peer can get wrong raises :class:`shoal.WireError`: the daemon counts and drops the packet.
 """
 
@@ -38,11 +41,23 @@ RECORD = np.dtype([("version", "<u8"), ("load", "<f4"), ("load5", "<f4"), ("load
                    ("jobs", "<u2"), ("pes", "<u4"),
                    ("name", f"S{NAME_BYTES}"), ("addr", f"S{ADDR_BYTES}"),
                    ("keys", f"S{KEYS_BYTES}")])
+GROUP_BYTES = 32
+SUMMARY = np.dtype([("nodes", "<u4"), ("cores", "<u4"), ("busy_min", "<f4"),
+                    ("busy_mean", "<f4"), ("busy_max", "<f4"), ("free_mem", "<u8"),
+                    ("free_min", "<u8"), ("oldest", "<f4"), ("contact", f"S{ADDR_BYTES}"),
+                    ("group", f"S{GROUP_BYTES}")])  # what a group's live members hold
 ENTRY_BYTES = wire_dtype(RECORD).itemsize
-PER_PACKET = (MAX_PACKET - wire.HEADER.size) // ENTRY_BYTES
-SEALED_PER_PACKET = (MAX_PACKET - wire.HEADER.size - secure.OVERHEAD) // ENTRY_BYTES
+
+
+def per_packet(state: np.dtype, sealed: bool) -> int:
+    """Entries of ``state`` one packet carries."""
+    room = MAX_PACKET - wire.HEADER.size - (secure.OVERHEAD if sealed else 0)
+    return room // wire_dtype(state).itemsize
+
+
+PER_PACKET, SEALED_PER_PACKET = per_packet(RECORD, False), per_packet(RECORD, True)
 Address = tuple[str, int]
-KINDS = (wire.KIND_DAEMON, wire.KIND_PROBE, wire.KIND_ALIVE)  # what a daemon sends
+KINDS = (wire.KIND_DAEMON, wire.KIND_PROBE, wire.KIND_ALIVE, wire.KIND_SUMMARY)  # a daemon's
 
 
 class Decoded(NamedTuple):
@@ -60,20 +75,27 @@ def node_id(name: str) -> int:
     return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=4).digest(), "little")
 
 
+def group_of(group: str | None) -> int:
+    """The id of group ``group`` (0: no groups, flat gossip)."""
+    return 0 if group is None else node_id(group) or 1
+
+
 def encode_window(sender: int, ids: np.ndarray, ages: np.ndarray, records: np.ndarray,
                   envelope: secure.Envelope | None = None, version: int = 0, first: int = 0,
-                  kind: int = wire.KIND_DAEMON) -> list[bytes]:
+                  kind: int = wire.KIND_DAEMON, group: int = 0) -> list[bytes]:
     """The packets that carry a window: youngest entries first, at most
     :data:`MAX_PACKET` bytes each. With an ``envelope`` each is sealed, the ``k``-th with the
     sequence number ``version << 20 | (first + k)`` (``version``: the sender's record version
     of this tick, which never repeats; ``first``: the packets it sent before under it).
-    ``kind``: a window, a probe or the answer to one (``wire.KIND_*``)."""
+    ``kind``: a window, a probe or the answer to one, or group summaries (``wire.KIND_*``,
+    ``records`` of :data:`SUMMARY` then); ``group``: the group id of the entries."""
     order = np.argsort(ages, kind="stable")
-    per = PER_PACKET if envelope is None else SEALED_PER_PACKET
+    per = per_packet(records.dtype, envelope is not None)
     packets = []
     for k, start in enumerate(range(0, len(order), per), first):
         part = order[start:start + per]
-        data = bytes(wire.encode(sender, ids[part], ages[part], records[part], kind=kind))
+        data = bytes(wire.encode(sender, ids[part], ages[part], records[part], kind=kind,
+                                 flags=group))
         if envelope is not None:
             data = envelope.seal((version << secure.SEQ_SHIFT) | k, data)
         packets.append(data)
@@ -89,11 +111,29 @@ def decode_packet(data: bytes, envelope: secure.Envelope | None = None) -> Decod
     seq = 0
     if envelope is not None:
         seq, data = envelope.open(data)
-    sender, entries = wire.decode(data, None, RECORD, kind=KINDS)
+    summary = len(data) >= wire.HEADER.size and wire.kind_of(data) == wire.KIND_SUMMARY
+    sender, entries = wire.decode(data, None, SUMMARY if summary else RECORD, kind=KINDS)
     entries = entries.copy()
+    check = _check_summary if summary else _check_record
     for entry in entries:
-        _check_record(int(entry["node"]), entry["state"])
+        check(int(entry["node"]), entry["state"])
     return Decoded(sender, entries, seq, wire.kind_of(data))
+
+
+def _check_summary(ident: int, rec: np.void) -> None:
+    """Refuse a summary whose group name does not hash to its id, whose contact is not
+    ip:port, or whose figures are not finite."""
+    try:
+        group, contact = rec["group"].decode(), rec["contact"].decode()
+    except UnicodeDecodeError:
+        raise WireError("a summary's group or contact is not valid text") from None
+    if not group or group_of(group) != ident:
+        raise WireError(f"summary {ident:#x} carries another group's name ({group!r})")
+    if parse_ip_addr(contact) is None:
+        raise WireError(f"a summary's contact {contact!r} is not ip:port")
+    if not all(math.isfinite(float(rec[f])) and float(rec[f]) >= 0
+               for f in ("busy_min", "busy_mean", "busy_max", "oldest")):
+        raise WireError("a summary's figures are not finite and >= 0")
 
 
 def _check_record(ident: int, rec: np.void) -> None:
@@ -132,6 +172,15 @@ def parse_ip_addr(text: str) -> Address | None:
 def encode_keys(keys: dict[str, str]) -> bytes:
     """User keys as a record holds them: compact JSON, at most :data:`KEYS_BYTES` bytes."""
     return json.dumps(keys, separators=(",", ":"), sort_keys=True).encode()
+
+
+def summary_fields(rec: np.void) -> dict[str, Any]:
+    """A group summary as plain values (for status, JSON and metrics)."""
+    return {"group": rec["group"].decode(), "contact": rec["contact"].decode(),
+            "nodes": int(rec["nodes"]), "cores": int(rec["cores"]),
+            "busy": [round(float(rec[f]), 3) for f in ("busy_min", "busy_mean", "busy_max")],
+            "free_mem": int(rec["free_mem"]), "free_min": int(rec["free_min"]),
+            "oldest": round(float(rec["oldest"]), 4)}
 
 
 def record_fields(rec: np.void) -> dict[str, Any]:

@@ -36,5 +36,6 @@ def state_dtype(entry_size: int = 1024,
 
 
 def wire_dtype(state: np.dtype) -> np.dtype:
-    """One window entry on the wire: node index, flags (0), age in seconds, record."""
+    """One window entry on the wire: node index, flags (the daemon's group id, else 0),
+    age in seconds, record."""
     return np.dtype([*ENTRY_HEADER.descr, ("state", state)])

@@ -3,7 +3,8 @@
 Header (20 bytes, little-endian): magic ``SHGP``, format version (1), kind, header length,
 sender, entry count, record size. The kind says who speaks: 0 the MPI service (nodes are
 ranks, below the communicator's size), 1 the node daemon (nodes are 32-bit ids of an open
-membership, :mod:`shoal.gossip.packet`); a message of the other kind is refused. Then
+membership, :mod:`shoal.gossip.packet`; 2 and 3 its probes and their answers, 4 its group
+summaries); a message of another kind than expected is refused. Then
 ``count`` entries of :func:`shoal.gossip.records.wire_dtype`. :func:`decode` checks everything
 a datagram from an untrusted peer can get wrong and raises :class:`shoal.WireError`; the
 service counts and drops such messages.
@@ -23,6 +24,8 @@ VERSION = 1
 KIND_SERVICE, KIND_DAEMON, KIND_PROBE, KIND_ALIVE = 0, 1, 2, 3  # (a probe asks a daemon
 # for an answer at once, an "alive" is that answer: each carries its sender's own entry, and
 # neither is merged into the vector: shoal.gossip.health)
+KIND_SUMMARY = 4  # group summaries between the groups of hierarchical daemons (entries are
+# groups, not nodes: shoal.gossip.packet.SUMMARY)
 HEADER = struct.Struct("<4sBBHIII")
 
 
@@ -32,8 +35,10 @@ def message_size(count: int, state: np.dtype) -> int:
 
 
 def encode(sender: int, nodes: np.ndarray, ages: np.ndarray, records: np.ndarray,
-           out: bytearray | None = None, kind: int = KIND_SERVICE) -> memoryview:
-    """Pack a window into ``out`` (allocated if None) and return a view of the used bytes."""
+           out: bytearray | None = None, kind: int = KIND_SERVICE,
+           flags: int | np.ndarray = 0) -> memoryview:
+    """Pack a window into ``out`` (allocated if None) and return a view of the used bytes;
+    ``flags`` go into each entry's header (the daemon's group id; 0 elsewhere)."""
     state = records.dtype
     count = len(nodes)
     size = message_size(count, state)
@@ -42,7 +47,7 @@ def encode(sender: int, nodes: np.ndarray, ages: np.ndarray, records: np.ndarray
     HEADER.pack_into(out, 0, MAGIC, VERSION, kind, HEADER.size, sender, count, state.itemsize)
     body = np.frombuffer(out, wire_dtype(state), count, HEADER.size)
     body["node"] = nodes
-    body["flags"] = 0
+    body["flags"] = flags
     body["age"] = ages
     body["state"] = records
     return memoryview(out)[:size]
@@ -93,7 +98,8 @@ def _check_header(view: memoryview, nodes: int | None, state: np.dtype,
 
 
 def _check_entries(entries: np.ndarray, nodes: int | None) -> None:
-    """Refuse entries for unknown or repeated nodes, ages in the future and unknown flags."""
+    """Refuse entries for unknown or repeated nodes, ages in the future and flags where
+    none are used (the MPI service: an open membership's flags are its daemons' group)."""
     count = len(entries)
     idx = entries["node"]
     if nodes is not None and count and int(idx.max()) >= nodes:
@@ -103,5 +109,5 @@ def _check_entries(entries: np.ndarray, nodes: int | None) -> None:
     ages = entries["age"]
     if not (np.isfinite(ages).all() and (ages >= 0).all()):
         raise WireError("an entry's age is negative or not finite (a time in the future)")
-    if (entries["flags"] != 0).any():
+    if nodes is not None and (entries["flags"] != 0).any():
         raise WireError("unknown entry flags")
