@@ -8,7 +8,13 @@ Ages are the daemons' own mean age of the other nodes' entries (seconds), averag
 samples and the daemons; CPU is the daemon's process time over the measured wall time.
 Progress goes to stderr; every daemon is stopped with SIGTERM (killed after 10 s) at the end.
 
+With ``--groups G`` the daemons gossip hierarchically (``--group``: G groups of N/G, daemon k
+in group k // (N/G)): the ages are those of the own group's records (against the formula and
+the simulator at N/G) and of the other groups' summaries (against
+:func:`shoal.gossip.hier.simulate_summaries`, the simulator of the summary layer).
+
     python benchmarks/gossip_daemon.py --nodes 16 --interval 256ms --window 20%
+    python benchmarks/gossip_daemon.py --nodes 64 --groups 8
 """
 
 from __future__ import annotations
@@ -56,7 +62,8 @@ def status(state: Path) -> dict | None:
         return None
 
 
-def start(n: int, interval: str, window: str, root: Path) -> tuple[list, list[Path]]:
+def start(n: int, interval: str, window: str, root: Path, groups: int | None
+          ) -> tuple[list, list[Path]]:
     hosts = [f"127.0.0.{k + 2}" for k in range(n)]
     port = free_port(hosts)
     procs, states = [], []
@@ -66,6 +73,8 @@ def start(n: int, interval: str, window: str, root: Path) -> tuple[list, list[Pa
                 "--window", window, "--state-dir", str(state), "--name", f"bench{k}"]
         if k:
             args += ["--join", f"{hosts[0]}:{port}"]
+        if groups:
+            args += ["--group", f"g{k // (n // groups)}"]
         procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL))
         states.append(state)
@@ -82,13 +91,20 @@ def measure(states: list[Path], n: int, duration: float, sample: float) -> dict:
     first = [status(s) for s in states]
     t0 = time.monotonic()
     ages: list[list[float]] = [[] for _ in states]
+    summary_ages: list[float] = []
     known: list[int] = []
+    groups: list[int] = []
     while time.monotonic() - t0 < duration:
         for k, s in enumerate(states):
             view = status(s)
             if view and view["mean_age"] is not None:
                 ages[k].append(view["mean_age"])
                 known.append(len(view["nodes"]))
+            others = [g["age"] for g in (view or {}).get("groups", []) if not g["own"]]
+            if view and view.get("groups"):
+                groups.append(len(view["groups"]))
+            if others:
+                summary_ages.append(statistics.mean(others))
         time.sleep(sample)
     last = [status(s) for s in states]
     wall = time.monotonic() - t0
@@ -97,6 +113,8 @@ def measure(states: list[Path], n: int, duration: float, sample: float) -> dict:
     sent = [(b["stats"]["bytes_sent"] - a["stats"]["bytes_sent"]) / wall for a, b in pairs]
     pkts = [(b["stats"]["sent"] - a["stats"]["sent"]) / wall for a, b in pairs]
     return {"age": statistics.mean(statistics.mean(a) for a in ages if a),
+            "summary_age": statistics.mean(summary_ages) if summary_ages else None,
+            "groups": min(groups) if groups else 0,
             "known": min(known) if known else 0, "cpu": cpu, "bytes": sent, "packets": pkts,
             "malformed": sum(b["stats"]["malformed"] for b in last)}
 
@@ -121,18 +139,27 @@ def main() -> None:
     ap.add_argument("--warmup", default="20s")
     ap.add_argument("--duration", default="40s")
     ap.add_argument("--sample", default="1s")
+    ap.add_argument("--groups", type=int, default=None,
+                    help="Hierarchical gossip in this many groups of equal size.")
     args = ap.parse_args()
-    n, unit = args.nodes, units.parse_duration(args.interval)
+    n, unit, g = args.nodes, units.parse_duration(args.interval), args.groups
+    if g is not None and (g < 2 or n % g or n // g < 2):
+        raise SystemExit(f"--groups {g}: give at least 2 groups of at least 2 of the {n} nodes")
+    size = n if g is None else n // g  # the nodes whose records each daemon holds
     frac = units.parse_fraction(args.window)
-    w = window_entries(n, frac)
-    formula = expected_age(n, w) * unit
-    log(f"simulating N={n}, W={w} ...")
+    w = window_entries(size, frac)
+    formula = expected_age(size, w) * unit
+    log(f"simulating N={size}, W={w} ...")
+    from shoal.gossip.hier import simulate_summaries
     from shoal.gossip.sim import simulate
 
-    sim = simulate(n, w, units=400, seed=1).mean_age * unit
+    sim = simulate(size, w, units=400, seed=1).mean_age * unit
+    w_out = None if g is None else max(2, window_entries(g, frac))
+    summaries = (None if g is None else
+                 simulate_summaries(n, size, w_out, units=400, seed=1).mean_age * unit)
     with tempfile.TemporaryDirectory(prefix="gossipd-bench-") as root:
         log(f"starting {n} daemons ...")
-        procs, states = start(n, args.interval, args.window, Path(root))
+        procs, states = start(n, args.interval, args.window, Path(root), g)
         try:
             log(f"warming up for {args.warmup} ...")
             time.sleep(units.parse_duration(args.warmup))
@@ -141,14 +168,21 @@ def main() -> None:
                         units.parse_duration(args.sample))
         finally:
             stop(procs)
-    print(f"gossip daemons on loopback: N={n}, interval {args.interval}, window {args.window} "
-          f"(W={w}), {os.cpu_count()} cores")
+    layout = "flat" if g is None else f"{g} groups of {size} (summary window {w_out})"
+    print(f"gossip daemons on loopback: N={n}, {layout}, interval {args.interval}, window "
+          f"{args.window} (W={w}), {os.cpu_count()} cores")
     print(f"  average age measured  {m['age']:.3f} s  ({m['age'] / unit:.2f} units; "
-          f"every daemon knew >= {m['known']} of {n} nodes)")
+          f"every daemon knew >= {m['known']} of {size} nodes)")
     print(f"  formula A_v           {formula:.3f} s  ({formula / unit:.2f} units); measured/"
           f"formula = {m['age'] / formula:.3f}")
     print(f"  simulator             {sim:.3f} s  ({sim / unit:.2f} units); measured/sim = "
           f"{m['age'] / sim:.3f}")
+    if summaries is not None and m["summary_age"] is not None:
+        print(f"  summaries measured    {m['summary_age']:.3f} s  ("
+              f"{m['summary_age'] / unit:.2f} units; every daemon knew >= {m['groups']} of "
+              f"{g} groups)")
+        print(f"  summary simulator     {summaries:.3f} s  ({summaries / unit:.2f} units); "
+              f"measured/sim = {m['summary_age'] / summaries:.3f}")
     print(f"  CPU per daemon        mean {100 * statistics.mean(m['cpu']):.2f}%, max "
           f"{100 * max(m['cpu']):.2f}% of one core")
     print(f"  sent per daemon       mean {statistics.mean(m['bytes']):.0f} B/s, "

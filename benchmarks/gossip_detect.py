@@ -8,16 +8,24 @@ the script watches every daemon for ``--watch`` seconds: nodes declared dead mea
 false alarms (nobody has failed), suspicions are counted too. Then it kills one daemon
 (SIGKILL) and polls every daemon until each says it is dead.
 
+``--starve SHARE`` starves one daemon (bench2) of CPU throughout the watch: it is stopped
+(SIGSTOP) for SHARE of every ``--starve-period`` and continued for the rest, as a node whose
+cores another process takes (Lifeguard's case); its false alarms, about it or by it, are
+counted with the others'.
+
     python benchmarks/gossip_detect.py --nodes 32 --interval 256ms --loss 0.05 --watch 120
+    python benchmarks/gossip_detect.py --nodes 64 --loss 0 --starve 0.8 --watch 600
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -29,20 +37,39 @@ from shoal.gossip.daemon import LOOKS, LOSS_ENV, PROBES, DaemonConfig
 from shoal.gossip.health import Detector
 
 
+def _health(states: list[Path]) -> dict[int, dict]:
+    """Each daemon's detector, of those that answer now (a starved one may not)."""
+    views = {k: status(s) for k, s in enumerate(states)}
+    return {k: v["health"] for k, v in views.items() if v is not None}
+
+
 def watch(states: list[Path], seconds: float) -> dict[str, int]:
     """Sum of every daemon's detector counts over ``seconds`` (sampled each second)."""
-    first = {k: status(s)["health"] for k, s in enumerate(states)}
+    first = _health(states)
+    while len(first) < len(states):
+        first.update({k: v for k, v in _health(states).items() if k not in first})
     end = time.monotonic() + seconds
     trouble = 0
     while time.monotonic() < end:
         time.sleep(1.0)
-        trouble += sum(bool(status(s)["health"]["local_trouble"]) for s in states)
+        trouble += sum(bool(h["local_trouble"]) for h in _health(states).values())
         log(f"  {end - time.monotonic():5.0f} s left")
-    last = {k: status(s)["health"] for k, s in enumerate(states)}
+    last: dict[int, dict] = {}
+    while len(last) < len(states):
+        last.update({k: v for k, v in _health(states).items() if k not in last})
     out = {key: sum(last[k][key] - first[k][key] for k in last)
            for key in ("suspected", "refuted", "dead", "probes")}
     out["local_trouble_samples"] = trouble
     return out
+
+
+def starve(pid: int, share: float, period: float, done: threading.Event) -> None:
+    """Stop ``pid`` for ``share`` of every ``period`` until ``done`` (then continue it)."""
+    while not done.is_set():
+        os.kill(pid, signal.SIGSTOP)
+        done.wait(share * period)
+        os.kill(pid, signal.SIGCONT)
+        done.wait((1 - share) * period)
 
 
 def detect(states: list[Path], proc, name: str, limit: float) -> list[float]:
@@ -70,7 +97,12 @@ def main() -> None:
     ap.add_argument("--loss", type=float, default=0.05)
     ap.add_argument("--warmup", type=float, default=20.0)
     ap.add_argument("--watch", type=float, default=120.0)
+    ap.add_argument("--starve", type=float, default=0.0,
+                    help="Stop daemon bench2 for this share of every --starve-period.")
+    ap.add_argument("--starve-period", type=float, default=2.5)
     args = ap.parse_args()
+    if not 0 <= args.starve < 1:
+        raise SystemExit(f"--starve {args.starve}: give a share in [0, 1)")
     interval = units.parse_duration(args.interval, "--interval")
     w = window_entries(args.nodes, float(args.window.rstrip("%")) / 100)
     mean = expected_age(args.nodes, w) * interval
@@ -80,17 +112,28 @@ def main() -> None:
     os.environ[LOSS_ENV] = str(args.loss)
     with tempfile.TemporaryDirectory() as tmp:
         log(f"starting {args.nodes} daemons ({args.loss:.0%} of packets dropped)...")
-        procs, states = start(args.nodes, args.interval, args.window, Path(tmp))
+        procs, states = start(args.nodes, args.interval, args.window, Path(tmp), None)
+        done = threading.Event()
+        starver = threading.Thread(target=starve, args=(procs[2].pid, args.starve,
+                                                        args.starve_period, done))
         try:
             time.sleep(args.warmup)
             log(f"watching {args.watch:.0f} s for false alarms...")
+            if args.starve:
+                starver.start()
             alarms = watch(states, args.watch)
+            done.set()
+            if args.starve:
+                starver.join()
             log("killing bench1...")
             times = detect(states[:1] + states[2:], procs[1], "bench1", 30 * mean + 60)
         finally:
+            done.set()
             stop(procs)
+    starved = (f"; bench2 stopped {args.starve:.0%} of every {args.starve_period:g} s"
+               if args.starve else "")
     print(f"N={args.nodes}, interval {args.interval}, window {w}, {args.loss:.0%} packet "
-          f"loss; mean age (formula) {mean:.3f} s, suspicion after {limit:.3f} s")
+          f"loss{starved}; mean age (formula) {mean:.3f} s, suspicion after {limit:.3f} s")
     print(f"watched {args.watch:.0f} s x {args.nodes} daemons, nobody failed: "
           f"{alarms['dead']} declared dead (false alarms), {alarms['suspected']} suspicions "
           f"({alarms['refuted']} refuted), {alarms['probes']} probes, local trouble in "

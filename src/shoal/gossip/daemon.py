@@ -196,18 +196,20 @@ class Daemon:
             self.send_window(target, now)
         if self.groups is not None:
             self.groups.renew(now, self._live(now), self.advertise)
-            target = self.groups.target(self.rng) or self.pick_target()
+            picked = self.groups.target(self.rng)
+            target, group = picked if picked is not None else (self.pick_target(), 0)
             if target is not None:
-                self.send_summaries(target, now)
+                self.send_summaries(target, now, group)
 
     def _live(self, now: float) -> list[dict[str, Any]]:
         """The records of the own group's nodes that are not dead (this one first)."""
         return [n for n in self.nodes(now) if n["state"] != health.DEAD]
 
-    def send_summaries(self, target: Address, now: float) -> None:
-        """Send the window of the youngest group summaries to ``target``."""
+    def send_summaries(self, target: Address, now: float, group: int = 0) -> None:
+        """Send the window of the youngest group summaries to ``target`` (of ``group``, whose
+        own summary it is not sent)."""
         assert self.groups is not None
-        vec, slots = self.groups.summaries.vector, self.groups.window_slots()
+        vec, slots = self.groups.summaries.vector, self.groups.window_slots(group)
         self._send(packet.encode_window(self.id, self.groups.summaries.ids[slots],
                                         now - vec.born[slots], vec.records[slots],
                                         self.envelope, self.version, self._sent_k,

@@ -88,26 +88,33 @@ class GroupLayer:
         others = [a for a in self.heard_of.get(group, []) if a != sender]
         return parse_ip_addr(rng.choice(others)) if others else None
 
-    def target(self, rng: random.Random) -> Address | None:
-        """A node of another group, at random: a group known by its summary or heard of,
-        then its summary's contact or a node heard of in it."""
+    def target(self, rng: random.Random) -> tuple[Address, int] | None:
+        """A node of another group, and its group, at random: a group known by its summary
+        or heard of, then a node heard of in it (summaries' contacts included)."""
         vec = self.summaries.vector
         addrs = {g: list(a) for g, a in self.heard_of.items()}
         for slot in (np.flatnonzero(vec.known[1:len(self.summaries)]) + 1).tolist():
-            addrs.setdefault(int(self.summaries.ids[slot]), []).append(
-                vec.records["contact"][slot].decode())
+            contact = vec.records["contact"][slot].decode()
+            known = addrs.setdefault(int(self.summaries.ids[slot]), [])
+            if contact not in known:
+                known.append(contact)
         if not addrs:
             return None
-        return parse_ip_addr(rng.choice(addrs[rng.choice(sorted(addrs))]))
+        group = rng.choice(sorted(addrs))
+        addr = parse_ip_addr(rng.choice(addrs[group]))
+        return None if addr is None else (addr, group)
 
-    def window_slots(self) -> np.ndarray:
+    def window_slots(self, skip: int = 0) -> np.ndarray:
         """The slots of the youngest summaries to send: ``window`` of those known, at least
-        the own one and one other."""
+        the own one and one other; not group ``skip``'s (the receiver's: it makes its own)."""
         known = int(self.summaries.vector.known.sum())
         win = self.window
         size = (window_entries(known, win if isinstance(win, float) else min(win, known))
                 if known >= 2 else 1)
-        return self.summaries.window(max(min(2, known), size))
+        size = max(min(2, known), size)
+        slots = self.summaries.window(min(known, size + 1))
+        slots = slots[np.argsort(-self.summaries.vector.born[slots], kind="stable")]
+        return slots[self.summaries.ids[slots] != skip][:size]
 
     def merge(self, entries: np.ndarray, now: float) -> tuple[int, str | None]:
         """Keep the arriving summaries younger than ours (never the own group's, which this
@@ -116,6 +123,9 @@ class GroupLayer:
         own = entries["node"] == self.id
         member = entries["state"]["contact"][own]
         others = entries[~own]
+        for group, contact in zip(others["node"].tolist(), others["state"]["contact"],
+                                  strict=True):
+            self.heard(group, contact.decode())  # (more nodes to send to than one a group)
         kept = self.summaries.merge(others["node"], others["age"], others["state"], now)
         return kept, member[0].decode() if len(member) else None
 
