@@ -91,3 +91,17 @@ def test_each_pe_gets_the_share_its_nodes_cores_leave_it():
     # n1: 2 PEs and 2 busy cores' worth of other work share 2 cores; n2 has room; n3 unknown
     assert placement.pe_shares(["n1", "n1", "n2", "n3"], loads) == [0.5, 0.5, 1.0, 1.0]
     assert placement.pe_shares(["n1", "n2"], {}) == [1.0, 1.0]
+
+
+def test_a_launch_under_srun_names_each_ranks_host_only_when_it_has_a_reason(tmp_path):
+    """No daemon and no host to leave out: srun places the ranks. Hosts lost: the others
+    take them, beyond their CPUs if need be; an allocation it cannot read is refused."""
+    from shoal.launch import _placed
+
+    env = {"SLURM_JOB_NODELIST": "n[1-3]", "SLURM_JOB_CPUS_PER_NODE": "2(x3)",
+           "SHOAL_GOSSIP_STATE_DIR": str(tmp_path)}  # (no daemon answers there)
+    assert _placed(4, env, frozenset()) == (None, False)
+    assert _placed(4, env, frozenset({"n2"})) == (["n1", "n1", "n3", "n3"], False)
+    assert _placed(5, env, frozenset({"n2"})) == (["n1", "n1", "n1", "n3", "n3"], True)
+    with pytest.raises(UsageError, match="SLURM_JOB_NODELIST"):
+        _placed(2, {**env, "SLURM_JOB_CPUS_PER_NODE": "2"}, frozenset({"n2"}))
