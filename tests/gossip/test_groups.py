@@ -5,7 +5,6 @@ though its only seed is in the first; summary packets are checked like records."
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import numpy as np
 import pytest

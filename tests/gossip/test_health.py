@@ -92,6 +92,25 @@ def test_when_most_nodes_look_dead_the_fault_is_here_and_nobody_is_declared_dead
     assert d.state("n0") == DEAD  # probed 3 times already, unanswered
 
 
+def test_a_node_whose_own_timer_ran_late_declares_nobody_dead_for_a_confirmation():
+    """Lifeguard's self-awareness: a node stopped for a while finds every answer to its
+    probes unread; it waits a whole confirmation period (3 probe waits) before any death."""
+    d = detector()
+    limit = d.threshold(N)
+    ages = dict.fromkeys(OTHERS, 1.0)
+    ages["n0"] = 2 * limit
+    for t in (0.0, 0.25, 0.5):  # n0 is suspected and probed 3 times, unanswered
+        d.look(t, ages)
+    d.late(0.75, 0.2)  # late by less than an interval: nothing changes
+    d.late(2.0, 1.0)  # then stopped for a second
+    d.look(2.0, ages)
+    assert d.local_trouble and d.state("n0") == SUSPECT and d.counts["dead"] == 0
+    d.look(2.7, ages)
+    assert d.state("n0") == SUSPECT
+    d.look(2.75, ages)  # a confirmation period after the late tick, still no answer
+    assert not d.local_trouble and d.state("n0") == DEAD
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 30), st.booleans()), min_size=1, max_size=60))
 def test_a_node_is_dead_only_after_its_probes_went_unanswered_past_the_threshold(steps):

@@ -492,6 +492,7 @@ class Daemon:
         for k in itertools.count():
             await asyncio.sleep(max(0.0, deadline - time.monotonic()))
             now = time.monotonic()
+            self.detector.late(now, now - deadline)
             if k % LOOKS == 0:
                 self.tick(now)
             self.look(now)

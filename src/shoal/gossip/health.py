@@ -15,7 +15,10 @@ Two guards against false alarms, after SWIM and Lifeguard:
   once;
 - *local health*: when more than half of the other nodes look suspect at once, the likely
   fault is here (this node starved of CPU or cut off), not there: nobody is declared dead
-  until that passes, and the state says so.
+  until that passes, and the state says so. The same holds for a while after this node's
+  own timer fired late by more than an interval (:meth:`Detector.late`: it was stopped or
+  starved; the answers to its probes may wait unread in its socket): a full confirmation
+  period, ``probes`` waits.
 
 The detector is pure bookkeeping: the daemon gives it the ages at each look and the
 answers it receives, and sends the probes it asks for.
@@ -60,7 +63,9 @@ class Detector:
     probes: int = 3
     probe_wait: float | None = None
     peers: dict[Hashable, Peer] = field(default_factory=dict)  # by node name or id
-    local_trouble: bool = False  # most others look suspect: the fault is likely here
+    local_trouble: bool = False  # most others look suspect, or this node ran late: the
+    # fault is likely here
+    slow_until: float = -1e300  # this node's timer fired late: nobody dead before then
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
 
     def __post_init__(self) -> None:
@@ -84,7 +89,8 @@ class Detector:
         wait = self.interval if self.probe_wait is None else self.probe_wait
         suspect = [name for name, age in ages.items()
                    if min(age, now - self._peer(name, now).heard_at) > limit]
-        self.local_trouble = len(ages) >= 3 and 2 * len(suspect) > len(ages)
+        self.local_trouble = ((len(ages) >= 3 and 2 * len(suspect) > len(ages))
+                              or now < self.slow_until)
         for name in ages:
             if name not in suspect:
                 self._alive(self.peers[name], now)
@@ -105,6 +111,15 @@ class Detector:
             self.counts["probes"] += 1
             out.append(name)
         return out
+
+    def late(self, now: float, lateness: float) -> None:
+        """This node's timer fired ``lateness`` seconds after it was due, at ``now``: past a
+        whole interval, the node was stopped or starved of CPU (Lifeguard's self-awareness;
+        the scheduling jitter of a busy machine is tens of milliseconds), and it declares
+        nobody dead for a confirmation period."""
+        wait = self.interval if self.probe_wait is None else self.probe_wait
+        if lateness > self.interval:
+            self.slow_until = max(self.slow_until, now + self.probes * wait)
 
     def answered(self, name: Hashable, now: float) -> None:
         """``name`` answered a probe (or spoke to this node directly) at ``now``."""
