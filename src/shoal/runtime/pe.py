@@ -178,7 +178,8 @@ class Runtime:
         "run_invoke",
         "running",
         "timers",
-        "work",
+        "work_name",
+        "work_slot",
     )
 
     def __init__(self, comm: Any, options: Options | None = None, **settings: Any):
@@ -224,7 +225,10 @@ class Runtime:
         self.processed = 0  # with the queue's entries: rt.queue.pushed)
         self.idle = 0.0
         self.slept = 0.0  # of the idle time, asleep (the rest is spinning)
-        self.work: tuple[Slot | None, str] | None = None  # what runs now, for error reports
+        # what runs now, for error reports (``work``): an element (or None) and what of it;
+        # two fields, not a tuple made for every message (name None: the runtime itself)
+        self.work_slot: Slot | None = None
+        self.work_name: str | None = None
         self.probe_at = float("inf")  # PE 0: when the idle loop looks for a stuck main
         # queue entries: the bound methods the scheduler calls (compared by identity)
         self.run_invoke: Callable[[Slot, tuple], None] = self._run_invoke
@@ -292,9 +296,24 @@ class Runtime:
             except SystemExit as exc:
                 if exc.code not in (None, 0):
                     raise
-                self.current = self.work = None
+                self.current = None
+                self.work = None
                 self.direct = False
                 self.exit()
+
+    @property
+    def work(self) -> tuple[Slot | None, str] | None:
+        """What runs now: ``(element or None, what)`` (``(None, "main")``), or None."""
+        name = self.work_name
+        return None if name is None else (self.work_slot, name)
+
+    @work.setter
+    def work(self, value: tuple[Slot | None, str] | None) -> None:
+        if value is None:
+            self.work_slot = None
+            self.work_name = None
+        else:
+            self.work_slot, self.work_name = value
 
     def where(self) -> str:
         """What runs now, for error reports: ``PE 2, Cell[3].step``."""
@@ -582,8 +601,8 @@ class Runtime:
             self.migration.move_first(slot, self.run_invoke, env, env[I_PRIO])  # first
             return
         name = env[I_METHOD]
-        self.work = (slot, name)
-        self.current = slot
+        self.work_slot = self.current = slot
+        self.work_name = name
         try:
             fn = getattr(slot.obj, name)
         except AttributeError:
@@ -597,7 +616,8 @@ class Runtime:
             res = fn(*env[I_ARGS], **kwargs) if kwargs else fn(*env[I_ARGS])
         except GuardError as held:  # a guarded method's condition is false: the message waits
             self.guards.hold(slot, env, held)
-            self.current = self.work = None
+            self.current = self.work_slot = None
+            self.work_name = None
             return
         except Exception as exc:
             res = self._failed(exc, env[I_FUT])
@@ -614,8 +634,8 @@ class Runtime:
             st[1] += _clock() - t0
             if self.detailed:
                 self._detail(st, slot, name, t0, c0)
-        self.current = None
-        self.work = None
+        self.current = self.work_slot = None
+        self.work_name = None
         if slot.after:
             self._after(slot)
 
@@ -732,8 +752,8 @@ class Runtime:
 
     def _step(self, task: Task, value: Any) -> None:
         slot = task.slot
-        self.current = slot
-        self.work = (slot, task.name)
+        self.work_slot = self.current = slot
+        self.work_name = task.name
         try:
             fut = task.coro.send(value)
         except StopIteration as stop:
