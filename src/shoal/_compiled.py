@@ -23,6 +23,7 @@ PURE_ENV = "SHOAL_PURE"
 MODULES = (
     "shoal.runtime.queue",
     "shoal.runtime.slot",
+    "shoal.runtime.collection",
     "shoal.runtime.protocol",
     "shoal.runtime.wire.codec",
     "shoal.runtime.wire.transport",

@@ -9,7 +9,7 @@ cache locations (``cache``) and are corrected when a message had to be forwarded
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from shoal.runtime.maps import Singles, home
 from shoal.runtime.proxy import proxy_classes
@@ -27,21 +27,27 @@ HISTORY = 256  # broadcasts a PE keeps to replay to elements that migrate in beh
 
 
 class Collection:
-    """One PE's part of an array (``kind == "array"``) or group (``"group"``)."""
+    """One PE's part of an array (``kind == "array"``) or group (``"group"``).
+
+    A native class, compiled with the PE core (``shoal._compiled.MODULES``), which reads
+    ``local`` and ``cache`` for every message; the fields that hold what a program gave
+    (its shape, map, PEs) or counts made from it are typed ``Any`` (a native class checks
+    each assignment, and a numpy integer is not an ``int``)."""
 
     def __init__(self, cid: int, kind: str, cls: type[Chare], ndims: int,
                  dims: tuple[int, ...] | None, mapping: ArrayMap, npes: int,
                  at_sync: bool = False, pes: tuple[int, ...] | None = None):
         self.cid = cid
         self.kind = kind
-        self.pes = pes  # a group on some PEs only (shoal.Group(cls, pes=...)): those PEs
-        self.at_sync = at_sync  # its elements call at_sync() and wait for the balancer
+        # a group on some PEs only (shoal.Group(cls, pes=...)): those PEs (a tuple, or None)
+        self.pes: Any = pes
+        self.at_sync: Any = at_sync  # (bool) its elements call at_sync(), wait for the balancer
         # a type[Chare], declared Any: Location.construct calls ``obj.__init__(*args)`` on the
         # new instance, which mypy rejects on a Chare (a subclass's __init__ may differ)
         self.cls: Any = cls
         self.ndims = ndims
-        self.dims = dims
-        self.map = mapping
+        self.dims: Any = dims  # (tuple[int, ...] | None)
+        self.map: Any = mapping  # (ArrayMap)
         # the array of a class's single chares (shoal.create): thisProxy names the element
         self.single = isinstance(mapping, Singles)
         self.npes = npes
@@ -63,17 +69,18 @@ class Collection:
         self.done: dict[int, int] = {}
         # the root (PE 0) only
         self.total: dict[int, list[Any]] = {}
-        self.size = len(pes) if pes is not None else 0 if dims is None else _count(dims)
+        self.size: Any = len(pes) if pes is not None else 0 if dims is None else _count(dims)
         self.size_events: list[tuple[int, int]] = []  # (first reduction, +1 or -1)
-        self.members = self.size  # elements that will run the next broadcast
+        self.members: Any = self.size  # elements that will run the next broadcast
         self.rets: dict[int, list[Any]] = {}  # broadcast -> [future, {index: value}, elements]
         self.completed: set[int] = set()
         self.next_red = 0
 
     # what a checkpoint's main shard keeps of a collection: how to rebuild it, and the
     # root's counts of its reductions and broadcasts
-    SAVED = ("cid", "kind", "cls", "ndims", "dims", "map", "at_sync", "bcast_count", "size",
-             "size_events", "members", "next_red", "completed", "rets", "outside", "pes")
+    SAVED: ClassVar[tuple[str, ...]] = (
+        "cid", "kind", "cls", "ndims", "dims", "map", "at_sync", "bcast_count", "size",
+        "size_events", "members", "next_red", "completed", "rets", "outside", "pes")
 
     def saved(self) -> dict[str, Any]:
         """This collection in a checkpoint's main shard (written by PE 0, the root)."""
