@@ -22,6 +22,8 @@ PURE_ENV = "SHOAL_PURE"
 # the hot path of a message (docs/compiled.md says what each gains); compiled as one group
 MODULES = (
     "shoal.runtime.queue",
+    "shoal.runtime.slot",
+    "shoal.runtime.collection",
     "shoal.runtime.protocol",
     "shoal.runtime.wire.codec",
     "shoal.runtime.wire.transport",

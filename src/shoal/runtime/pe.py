@@ -35,7 +35,7 @@ import traceback
 from collections.abc import Callable
 from time import perf_counter
 from types import CoroutineType
-from typing import Any
+from typing import Any, Final
 
 from numpy import ndarray
 
@@ -92,10 +92,15 @@ from shoal.runtime.wire.transport import Transport
 __all__ = ["Runtime"]
 
 TURN = 1e-3  # seconds of queued work before the scheduler looks at the network again
-SPIN_ALONE = 2e-5  # seconds an idle PE polls before it yields its core at every turn
-SEND_SPIN = 2e-4  # seconds an idle PE with sends in flight polls before it naps
-SEND_NAP = 5e-5  # the longest nap of an idle PE with sends in flight
-_yield = getattr(os, "sched_yield", lambda: None)  # (not on every platform)
+SPIN_ALONE: Final = 2e-5  # seconds an idle PE polls before it yields its core at every turn
+SEND_SPIN: Final = 2e-4  # seconds an idle PE with sends in flight polls before it naps
+SEND_NAP: Final = 5e-5  # the longest nap of an idle PE with sends in flight
+_yield: Final = getattr(os, "sched_yield", lambda: None)  # (not on every platform)
+# What the hot path calls and compares with, Final: the compiled core keeps each in a C
+# static instead of looking a global up in the module's dict (about 140 instructions a read)
+_clock: Final = perf_counter
+_NDARRAY: Final = ndarray
+_COROUTINE: Final = CoroutineType
 
 
 def _precise_sleep() -> None:
@@ -173,7 +178,8 @@ class Runtime:
         "run_invoke",
         "running",
         "timers",
-        "work",
+        "work_name",
+        "work_slot",
     )
 
     def __init__(self, comm: Any, options: Options | None = None, **settings: Any):
@@ -219,7 +225,10 @@ class Runtime:
         self.processed = 0  # with the queue's entries: rt.queue.pushed)
         self.idle = 0.0
         self.slept = 0.0  # of the idle time, asleep (the rest is spinning)
-        self.work: tuple[Slot | None, str] | None = None  # what runs now, for error reports
+        # what runs now, for error reports (``work``): an element (or None) and what of it;
+        # two fields, not a tuple made for every message (name None: the runtime itself)
+        self.work_slot: Slot | None = None
+        self.work_name: str | None = None
         self.probe_at = float("inf")  # PE 0: when the idle loop looks for a stuck main
         # queue entries: the bound methods the scheduler calls (compared by identity)
         self.run_invoke: Callable[[Slot, tuple], None] = self._run_invoke
@@ -287,9 +296,24 @@ class Runtime:
             except SystemExit as exc:
                 if exc.code not in (None, 0):
                     raise
-                self.current = self.work = None
+                self.current = None
+                self.work = None
                 self.direct = False
                 self.exit()
+
+    @property
+    def work(self) -> tuple[Slot | None, str] | None:
+        """What runs now: ``(element or None, what)`` (``(None, "main")``), or None."""
+        name = self.work_name
+        return None if name is None else (self.work_slot, name)
+
+    @work.setter
+    def work(self, value: tuple[Slot | None, str] | None) -> None:
+        if value is None:
+            self.work_slot = None
+            self.work_name = None
+        else:
+            self.work_slot, self.work_name = value
 
     def where(self) -> str:
         """What runs now, for error reports: ``PE 2, Cell[3].step``."""
@@ -371,7 +395,7 @@ class Runtime:
 
     def _fire_due(self) -> bool:
         """Run the earliest timer if its time has come (there is one); True if it ran."""
-        if self.timers[0][0] > time.perf_counter():
+        if self.timers[0][0] > _clock():
             return False
         heapq.heappop(self.timers)[2]()
         return True
@@ -384,14 +408,15 @@ class Runtime:
         # local message run by the loop, 8,124 -> 7,614 instructions (the clock read per
         # entry is about 430 of them)
         fifo, heap = queue.fifo, queue.heap  # (changed in place, never replaced)
-        clock = time.perf_counter
+        popleft = fifo.popleft  # (compiled, a call by name costs 170 instructions more)
+        clock = _clock
         until = clock() + TURN
         n = 0
         while n < 32 and (fifo or heap):
             if heap and (heap[0][0] < 0 or not fifo):
                 run, a, b = heapq.heappop(heap)[2:]
             else:
-                run, a, b = fifo.popleft()
+                run, a, b = popleft()
             self.processed += 1
             run(a, b)
             n += 1
@@ -416,7 +441,7 @@ class Runtime:
     def after(self, delay: float, fn: Callable[[], None]) -> None:
         """Call ``fn()`` from the loop once ``delay`` seconds have passed."""
         self.queue.arrivals += 1
-        heapq.heappush(self.timers, (time.perf_counter() + delay, self.queue.arrivals, fn))
+        heapq.heappush(self.timers, (_clock() + delay, self.queue.arrivals, fn))
 
     def send(self, dest: int, env: tuple, shared: bool = True) -> int:
         """Send an envelope; to this PE it goes through the local queue (no pickling).
@@ -488,7 +513,7 @@ class Runtime:
         wire_args: tuple | list = args
         if slot is None:  # another PE's: arrays leave numpy's pickling (same PE: no copy)
             for a in args:
-                if type(a) is ndarray:
+                if type(a) is _NDARRAY:
                     wire_args = pack_args(args)
                     break
         env = (INVOKE, cid, index, name, wire_args, kwargs, src, seq, prio, fut, self.pe, 0)
@@ -539,7 +564,8 @@ class Runtime:
         """Queue a message in the order its sender sent it (sequence numbers per pair)."""
         if type(env[I_ARGS]) is list:  # packed arrays (see wire.codec)
             env = (*env[:I_ARGS], unpack_args(env[I_ARGS]), *env[I_ARGS + 1:])
-        src, seq = env[I_SRC], env[I_SEQ]
+        src = env[I_SRC]
+        seq: int = env[I_SEQ]  # (an int: compiled, compared and added unboxed)
         expected = slot.expected
         exp = expected.get(src, 0)
         if seq != exp:
@@ -575,26 +601,27 @@ class Runtime:
             self.migration.move_first(slot, self.run_invoke, env, env[I_PRIO])  # first
             return
         name = env[I_METHOD]
-        self.work = (slot, name)
-        self.current = slot
+        self.work_slot = self.current = slot
+        self.work_name = name
         try:
             fn = getattr(slot.obj, name)
         except AttributeError:
             raise UsageError(f"{slot.coll.cls.__name__} has no entry method {name!r}") from None
         timed = self.instrument
-        if timed:  # (perf_counter imported by name: one lookup, not two, 71 instructions)
-            t0 = perf_counter()
+        if timed:
+            t0 = _clock()
             c0 = time.thread_time() if self.cpu_stats else 0.0
         kwargs = env[I_KWARGS]
         try:  # (free in Python 3.11 unless it raises)
             res = fn(*env[I_ARGS], **kwargs) if kwargs else fn(*env[I_ARGS])
         except GuardError as held:  # a guarded method's condition is false: the message waits
             self.guards.hold(slot, env, held)
-            self.current = self.work = None
+            self.current = self.work_slot = None
+            self.work_name = None
             return
         except Exception as exc:
             res = self._failed(exc, env[I_FUT])
-        if type(res) is CoroutineType:
+        if type(res) is _COROUTINE:
             slot.active += 1
             self._step(Task(res, slot, env[I_FUT], name), None)
         elif env[I_FUT] is not None:
@@ -604,11 +631,11 @@ class Runtime:
             if st is None:
                 st = slot.stats[name] = [0, 0.0, 0.0]
             st[0] += 1
-            st[1] += perf_counter() - t0
+            st[1] += _clock() - t0
             if self.detailed:
                 self._detail(st, slot, name, t0, c0)
-        self.current = None
-        self.work = None
+        self.current = self.work_slot = None
+        self.work_name = None
         if slot.after:
             self._after(slot)
 
@@ -637,7 +664,7 @@ class Runtime:
         if st is None:
             st = slot.stats[name] = [0, 0.0, 0.0]
         st[0] += calls
-        st[1] += time.perf_counter() - t0
+        st[1] += _clock() - t0
         if self.detailed:
             self._detail(st, slot, name, t0, c0)
 
@@ -718,15 +745,15 @@ class Runtime:
         if slot is None or not self.instrument:
             self._step(task, value)
             return
-        t0 = time.perf_counter()
+        t0 = _clock()
         c0 = time.thread_time() if self.cpu_stats else 0.0
         self._step(task, value)
         self._account(slot, task.name, 0, t0, c0)
 
     def _step(self, task: Task, value: Any) -> None:
         slot = task.slot
-        self.current = slot
-        self.work = (slot, task.name)
+        self.work_slot = self.current = slot
+        self.work_name = task.name
         try:
             fut = task.coro.send(value)
         except StopIteration as stop:
@@ -760,7 +787,7 @@ class Runtime:
     def _run_main(self, main: Callable, args: tuple) -> None:
         self.work = (None, "main")
         res = main(*args)
-        if type(res) is CoroutineType:
+        if type(res) is _COROUTINE:
             task = Task(res, None, None, "main")
             self.quiescence.watch(task)
             self._step(task, None)
@@ -861,14 +888,14 @@ class _Idle:
 
     def end(self) -> None:
         """Work arrived: count the idle time."""
-        self.rt.idle += time.perf_counter() - self.since
+        self.rt.idle += _clock() - self.since
         self.since = 0.0
         self.sleep = 1e-5
 
     def turn(self) -> None:
         """A turn of the loop found nothing to do: spin, nap or back off."""
         rt = self.rt
-        now = time.perf_counter()
+        now = _clock()
         if not self.since:
             self.since = self.quiet = now
         net = rt.net
@@ -882,9 +909,9 @@ class _Idle:
             # while sends are in flight
             self.quiet = now
         elif now - self.quiet > rt.poll_spin:
-            t = time.perf_counter()
+            t = _clock()
             time.sleep(min(self.sleep, SEND_NAP) if sending else self.sleep)
-            rt.slept += time.perf_counter() - t
+            rt.slept += _clock() - t
             if now - self.quiet > 10 * rt.poll_spin:  # idle for long: back off
                 self.sleep = min(2 * self.sleep, rt.poll_max)
                 if now > rt.probe_at:  # PE 0: is main stuck? (see collectives.quiescence)
@@ -902,5 +929,5 @@ class _TracedIdle(_Idle):
     def end(self) -> None:
         tracer = self.rt.tracer
         assert tracer is not None
-        tracer.idle(self.since, time.perf_counter() - self.since)
+        tracer.idle(self.since, _clock() - self.since)
         super().end()

@@ -8,11 +8,11 @@ dump and a load here): ``pack_args`` replaces small ones by their bytes and larg
 from __future__ import annotations
 
 import pickle
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
-OOB_MIN = 8192  # bytes: smaller buffers are pickled in-band
+OOB_MIN: Final = 8192  # bytes: smaller buffers are pickled in-band
 
 
 def pack_args(args: tuple[Any, ...]) -> tuple[Any, ...] | list[Any]:

@@ -42,16 +42,16 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from mpi4py import MPI
 
-UNIT = 65536  # bytes by MPI that count as one more message in a window
-WINDOW = 64  # units per window: a sender has at most two windows outstanding to a receiver
-BACKLOG = 16 * WINDOW  # units a PE's backlog holds before a send waits for windows
-SPIN = 1e-4  # seconds a waiting sender polls before it starts sleeping
-NAP_MAX = 1e-3  # the longest sleep between two looks
+UNIT: Final = 65536  # bytes by MPI that count as one more message in a window
+WINDOW: Final = 64  # units per window: a sender has at most two windows outstanding to a receiver
+BACKLOG: Final = 16 * WINDOW  # units a PE's backlog holds before a send waits for windows
+SPIN: Final = 1e-4  # seconds a waiting sender polls before it starts sleeping
+NAP_MAX: Final = 1e-3  # the longest sleep between two looks
 
 
 class Flow:

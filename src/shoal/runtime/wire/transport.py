@@ -28,7 +28,7 @@ from __future__ import annotations
 import pickle
 import struct
 from collections import deque
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import numpy as np
 
@@ -45,12 +45,15 @@ if TYPE_CHECKING:
     from shoal.runtime.wire.shm import SharedArena
 
 _NONE: list[memoryview] = []  # the buffers of a waiting envelope that has none (never filled)
-EAGER = 4096  # bytes: envelopes up to this size go by blocking MPI_Send (see module doc)
-BULK = 256 << 10  # bytes: a send this large moves only while its sender tests it (MPI
+# (Final: the compiled core keeps these in C statics, not looked up in the module's dict)
+_dumps: Final = pickle.dumps
+_loads: Final = pickle.loads
+EAGER: Final = 4096  # bytes: envelopes up to this size go by blocking MPI_Send (see module doc)
+BULK: Final = 256 << 10  # bytes: a send this large moves only while its sender tests it (MPI
 # progresses it chunk by chunk), so an idle sender keeps testing (see pe._Idle)
-SHARED = 32767  # header tag: the buffers are named in a trailer (MPI guarantees this tag);
+SHARED: Final = 32767  # header tag: the buffers are named in a trailer (MPI guarantees this tag);
 # smaller tags count buffers that follow by MPI
-SHM_MIN = 65536  # bytes: smaller buffers go by MPI even to a PE of this node (measured
+SHM_MIN: Final = 65536  # bytes: smaller buffers go by MPI even to a PE of this node (measured
 # crossover on 2 PEs: the copy into the segment and its bookkeeping cost more than they
 # save below it; python benchmarks/runtime_sizes.py)
 
@@ -118,7 +121,7 @@ class Transport:
         keeps its buffers out of the shared segment (for envelopes the receiver keeps)."""
         oob = self._oob
         try:
-            data = pickle.dumps(env, 5, buffer_callback=self._callback)
+            data = _dumps(env, 5, buffer_callback=self._callback)
         finally:
             if oob:  # a fresh list: these travel (or, if the pickle failed, are dropped)
                 self._oob = []
@@ -325,9 +328,9 @@ class Transport:
         """The envelope of a header received from ``src`` with ``tag``: its buffers follow
         by MPI (``tag`` of them), or are named in its trailer (``SHARED``)."""
         if not tag:
-            return pickle.loads(data)
+            return _loads(data)
         if tag != SHARED:
-            return pickle.loads(data, buffers=[self._receive(src) for _ in range(tag)])
+            return _loads(data, buffers=[self._receive(src) for _ in range(tag)])
         count = int.from_bytes(data[-8:], "little")
         fields = struct.unpack_from(f"<{3 * count}q", data, len(data) - 8 - 24 * count)
         arena = self.arena
@@ -343,7 +346,7 @@ class Transport:
                 bufs.append(arena.view(src, ticket, off, n))
         if arena is not None and len(arena.held) > 64:
             arena.release()
-        return pickle.loads(data, buffers=bufs)  # the trailer lies after the pickle's end
+        return _loads(data, buffers=bufs)  # the trailer lies after the pickle's end
 
     def _receive(self, src: int) -> np.ndarray:
         """The next out-of-band buffer from ``src`` by MPI."""
