@@ -3,7 +3,11 @@
 - Cleanup: the MPICH shared-memory files (/dev/shm/mpich_shm_*) that a job it started left
   behind when it died (an abort test, a killed rank, a timeout) are removed when the test
   ends; segments of jobs still running stay (and so do files too young to tell: another
-  test's job may be starting, see shoal.launch.removing_shm_leftovers).
+  test's job may be starting, see shoal.launch.removing_shm_leftovers). Each worker marks
+  the jobs its tests start (``SHOAL_LAUNCH``, which ``shoal run`` replaces with its own
+  and cleans up after itself): a test's end waits only for the exiting ranks of its own
+  worker's jobs, not for the 2 s grace on every segment that the other worker's (or
+  another user's) running job created meanwhile.
 - Parallel runs (``make test`` runs ``pytest -n 2 --dist loadscope
   --no-loadscope-reorder``): the tests of one file run on one worker, in order (their
   module fixtures start one job for several tests), the files that bring up network
@@ -26,7 +30,7 @@ os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(),
 
 import pytest
 
-from shoal.launch import removing_shm_leftovers
+from shoal.launch import LAUNCH_MARK, removing_shm_leftovers
 
 CLUSTER = ("tests/cluster/", "tests/netmodel/test_emulated_cluster.py")
 # the groups that take longest (seconds of a serial run, wall), started first
@@ -62,7 +66,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return ByGroup(config, log)
 
 
+# the jobs this worker's tests start inherit the mark (shoal run's own jobs get their own)
+MARK = os.environ[LAUNCH_MARK] = f"pytest-{os.getpid()}"
+
+
 @pytest.fixture(autouse=True)
 def _no_shm_leftovers():
-    with removing_shm_leftovers():
+    with removing_shm_leftovers(MARK):
         yield

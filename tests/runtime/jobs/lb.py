@@ -259,15 +259,15 @@ class Phase(shoal.Chare):
     """lb="auto": every element works AUTO_WORK_S per iteration; from iteration ``onset``
     the first quarter (all on PE 0, block map) works 4x longer."""
 
-    def __init__(self, iters, onset, done):
-        self.iters, self.onset, self.done = iters, onset, done
+    def __init__(self, iters, onset, done, work=AUTO_WORK_S):
+        self.iters, self.onset, self.done, self.work = iters, onset, done, work
         self.it = 0
         self.pes = []
 
     def iterate(self):
         heavy = self.it >= self.onset and self.thisIndex[0] < AUTO_N // 4
         self.pes.append(shoal.my_pe())
-        spin(AUTO_WORK_S * (4 if heavy else 1), time.process_time)
+        spin(self.work * (4 if heavy else 1), time.process_time)
         self.at_sync()
 
     def resume_from_sync(self):
@@ -278,9 +278,9 @@ class Phase(shoal.Chare):
             self.contribute((self.thisIndex[0], tuple(self.pes)), Reducer.gather, self.done)
 
 
-async def _phases(iters, onset):
+async def _phases(iters, onset, work=AUTO_WORK_S):
     done = shoal.future()
-    arr = shoal.Array(Phase, AUTO_N, args=(iters, onset, done), at_sync=True)
+    arr = shoal.Array(Phase, AUTO_N, args=(iters, onset, done, work), at_sync=True)
     arr.iterate()
     rows = await done
     assert sorted(r[0] for r in rows) == list(range(AUTO_N)), rows  # each element once
@@ -291,6 +291,14 @@ async def _phases(iters, onset):
 async def auto_balanced():
     """200 balanced iterations: the MetaBalancer never asks for a step."""
     history = await _phases(200, 10**9)
+    assert history == [], history
+    return 0
+
+
+async def none_balanced():
+    """lb="none": 200 AtSync points of elements that do no work (what a step would cost or
+    gain does not matter: none is ever taken), each resumed at once."""
+    history = await _phases(200, 10**9, work=0.0)
     assert history == [], history
     return 0
 
@@ -415,4 +423,5 @@ async def pinned():
 if __name__ == "__main__":
     main({"atsync": atsync, "periodic": periodic, "periodic_collectives": periodic_collectives,
           "auto_balanced": auto_balanced, "auto_imbalance": auto_imbalance,
+          "none_balanced": none_balanced,
           "topo_ring": topo_ring, "every_k": every_k, "pinned": pinned})
