@@ -69,20 +69,17 @@ def hostfile(nprocs: int, nodes: list[str], cpus: list[int], loads: dict[str, No
     dead (unless that leaves none)."""
     if nprocs < 1:
         raise UsageError(f"run at least 1 rank (got -n {nprocs})")
-    kept = [(n, c) for n, c in zip(nodes, cpus, strict=True) if n not in exclude]
+    kept = [(n, c, _load_of(n, loads) or NodeLoad(c, 0.0))
+            for n, c in zip(nodes, cpus, strict=True) if n not in exclude]
     if not kept:
         raise UsageError(f"no node of the allocation is left without {', '.join(sorted(exclude))}")
-    alive = [(n, c) for n, c in kept
-             if (_load_of(n, loads) or NodeLoad(c, 0.0)).state == "alive"]
-    kept = alive or kept
-    load = [_load_of(n, loads) or NodeLoad(c, 0.0) for n, c in kept]
+    kept = [k for k in kept if k[2].state == "alive"] or kept
     ranks = [0] * len(kept)
     for _ in range(nprocs):
         best = max(range(len(kept)), key=lambda i: (
-            min(1.0, load[i].cores / (ranks[i] + 1 + load[i].background)),
-            ranks[i] < kept[i][1], -ranks[i], -i))
+            kept[i][2].share(ranks[i] + 1), ranks[i] < kept[i][1], -ranks[i], -i))
         ranks[best] += 1
-    return [n for (n, _), k in zip(kept, ranks, strict=True) for _ in range(k)]
+    return [n for (n, _, _), k in zip(kept, ranks, strict=True) for _ in range(k)]
 
 
 def pe_shares(hosts: list[str], loads: dict[str, NodeLoad]) -> list[float]:

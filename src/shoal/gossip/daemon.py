@@ -245,17 +245,23 @@ class Daemon:
                                         self.group_id), target)
 
     def _send(self, packets: list[bytes], target: Address) -> None:
-        if self._transport is None:
-            return
+        """Send this node's packets (each took a sequence number: ``_sent_k``)."""
         for data in packets:
             self._sent_k += 1
-            try:
-                self._transport.sendto(data, target)
-            except OSError:
-                self.stats.send_errors += 1
-                continue
-            self.stats.sent += 1
-            self.stats.bytes_sent += len(data)
+            self._sendto(data, target)
+
+    def _sendto(self, data: bytes, target: Address) -> bool:
+        """One datagram out, counted (a send error too); False if it did not go."""
+        if self._transport is None:
+            return False
+        try:
+            self._transport.sendto(data, target)
+        except OSError:
+            self.stats.send_errors += 1
+            return False
+        self.stats.sent += 1
+        self.stats.bytes_sent += len(data)
+        return True
 
     def window_size(self) -> int:
         """Entries sent: ``--window`` of the nodes known now (a count is capped by them), at
@@ -323,8 +329,7 @@ class Daemon:
         group, sender = int(entry["flags"]), entry["state"]["addr"].decode()
         self.groups.heard(group, sender)
         target = self.groups.relay_to(group, sender, self.rng)
-        if target is not None and self._transport is not None and target != source:
-            self._transport.sendto(data, target)
+        if target is not None and target != source and self._sendto(data, target):
             self.stats.relayed += 1
 
     def _summaries(self, entries: np.ndarray, now: float, source: Address | None) -> None:
@@ -341,8 +346,8 @@ class Daemon:
         kept, member = self.groups.merge(entries, now)
         self.stats.merged_entries += kept
         addr = None if member is None else parse_ip_addr(member)
-        known = {r.decode() for r in self.vector.vector.records["addr"][:len(self.vector)]}
-        if addr is not None and member not in known:
+        if addr is not None and member.encode() not in set(
+                self.vector.vector.records["addr"][:len(self.vector)].tolist()):
             self.send_window(addr, now)
 
     def _refused(self, exc: WireError, size: int) -> None:

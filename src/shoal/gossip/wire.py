@@ -36,7 +36,7 @@ def message_size(count: int, state: np.dtype) -> int:
 
 def encode(sender: int, nodes: np.ndarray, ages: np.ndarray, records: np.ndarray,
            out: bytearray | None = None, kind: int = KIND_SERVICE,
-           flags: int | np.ndarray = 0) -> memoryview:
+           flags: int = 0) -> memoryview:
     """Pack a window into ``out`` (allocated if None) and return a view of the used bytes;
     ``flags`` go into each entry's header (the daemon's group id; 0 elsewhere)."""
     state = records.dtype
