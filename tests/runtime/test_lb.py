@@ -29,9 +29,9 @@ def test_each_strategy_balances_at_sync_points(strategy):
     (jobs/lb.py pinned: checked in the job, in the same run)."""
     figures = run_ok("lb", 2, "atsync", "pinned", options=("--lb", strategy, *CPU))
     before, moved, _ = figures["atsync"]
-    # (as above; distributed's first period is short, so some step, not always the first,
-    # measures the imbalance: a fresh clone's suite saw 1.09 at step 1, as in the test below)
-    assert (max(before) if strategy == "distributed" else before[0]) > 1.1 and moved > 0
+    # (as above: on a loaded machine some step, not always the first, measures the
+    # imbalance: a fresh clone's suite saw 1.09 at distributed's step 1, CI 1.08 at orb's)
+    assert max(before) > 1.1 and moved > 0
     assert figures["pinned"] > 0  # elements moved, none of the pinned ones
 
 

@@ -90,12 +90,10 @@ async def atsync():
     # capacities blur it: measured over the first period, about 0.1 s with distributed
     # (0.5 s or more with a strategy compiled by numba then), on a loaded machine (1.39
     # seen at load 8, 1.13 with orb at load 5). distributed's first period is short enough
-    # that a loaded machine blurs it below 1.1 (1.02 seen once, in a fresh clone's suite);
-    # its next step then sees the imbalance its first did not move (1.30 measured after)
-    if gossip:
-        assert max(h["before"] for h in history) > 1.1, history
-    else:
-        assert first["before"] > 1.1, first
+    # that a loaded machine blurs it below 1.1 (1.02 seen once, in a fresh clone's suite),
+    # and so can the capacities of any strategy's first period (orb: 1.08 in CI, with 1.21
+    # measured after its step); a later step then sees the imbalance the first did not move
+    assert max(h["before"] for h in history) > 1.1, history
     # GrapevineLB sends objects only to PEs under the average, and at most to 1.10 of it
     # after 10 phases: with 6 heavy elements of 24 on PE 0 of 4 its first step may end
     # above 1.3, or, on a loaded machine where the idle PEs measure low capacities, move
