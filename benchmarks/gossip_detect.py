@@ -11,7 +11,7 @@ false alarms (nobody has failed), suspicions are counted too. Then it kills one 
 ``--starve SHARE`` starves one daemon (bench2) of CPU throughout the watch: it is stopped
 (SIGSTOP) for SHARE of every ``--starve-period`` and continued for the rest, as a node whose
 cores another process takes (Lifeguard's case); its false alarms, about it or by it, are
-counted with the others'.
+counted with the others', and those it raised itself are printed apart.
 
     python benchmarks/gossip_detect.py --nodes 32 --interval 256ms --loss 0.05 --watch 120
     python benchmarks/gossip_detect.py --nodes 64 --loss 0 --starve 0.8 --watch 600
@@ -57,9 +57,11 @@ def watch(states: list[Path], seconds: float) -> dict[str, int]:
     last: dict[int, dict] = {}
     while len(last) < len(states):
         last.update({k: v for k, v in _health(states).items() if k not in last})
-    out = {key: sum(last[k][key] - first[k][key] for k in last)
-           for key in ("suspected", "refuted", "dead", "probes")}
+    keys = ("suspected", "refuted", "dead", "probes")
+    out = {key: sum(last[k][key] - first[k][key] for k in last) for key in keys}
     out["local_trouble_samples"] = trouble
+    # the starved daemon's own alarms apart (Lifeguard's self-awareness is about those)
+    out.update({f"{key}_by_bench2": last[2][key] - first[2][key] for key in keys})
     return out
 
 
@@ -138,6 +140,9 @@ def main() -> None:
           f"{alarms['dead']} declared dead (false alarms), {alarms['suspected']} suspicions "
           f"({alarms['refuted']} refuted), {alarms['probes']} probes, local trouble in "
           f"{alarms['local_trouble_samples']} samples")
+    print(f"  of which by bench2{' (the starved one)' if args.starve else ''}: "
+          f"{alarms['dead_by_bench2']} declared dead, {alarms['suspected_by_bench2']} "
+          f"suspicions")
     done = [t for t in times if t != float("inf")]
     print(f"a killed daemon declared dead by {len(done)} of {len(times)} daemons: median "
           f"{statistics.median(times):.2f} s ({statistics.median(times) / mean:.2f}x the mean "
