@@ -1,0 +1,266 @@
+"""Control points and the controller that tunes them: introspective control (Acun14, Section
+III-E; PICS, and Dooley's control points): "tunable parameters with information about the
+expected effects of changing the parameters. The control system monitors the application
+events, collects performance data ... and makes decisions about what control points to
+adjust and how to adjust them."
+
+A **control point** is a named parameter with an ordered list of candidate values, the one in
+force, and a note of its expected effect. A program registers its own in ``main``
+(``shoal.control_point(name, values, default)``) and reads ``point.value`` where it uses it;
+the runtime has built-in ones that ``shoal run --tune`` switches on (:data:`BUILTIN`):
+``lb_every`` (balance at every k-th AtSync point; Charm++'s ``+LBPeriod``) and
+``lb_period`` (the seconds between periodic balancing steps). The checkpoint period is set
+by a rule rather than by search: with ``--mtbf`` the period follows Young's optimum
+``sqrt(2 C M)`` for the measured checkpoint cost ``C`` and the mean time between failures
+``M`` (:func:`young`): time per iteration alone would always prefer no checkpoints.
+
+The **objective** is the time per iteration measured on PE 0, where ``main`` runs: between
+calls of ``shoal.iteration()`` when main calls it every iteration, else between AtSync
+points (an AtSync program's iteration ends at its sync point).
+
+The **controller** (:class:`Controller`) tunes one point at a time. After a change it skips
+``warmup`` iterations (the change settles: elements move, buffers refill), then averages the
+time per iteration over a window of at least ``window`` iterations that is a whole number of
+the value's cycle (``lb_every = 8`` balances once per 8 iterations: a window of 8 or 16 pays
+for one or two steps, as a run with that value does). It searches the candidates as a
+local descent: measure the value in force, then an unmeasured neighbour of the best value
+measured so far, until both neighbours of the best are measured and worse; then it sets the
+best and settles. Settled, it keeps measuring windows; two windows in a row more than
+``drift`` slower than the best seen send it exploring again from the value in force (the
+application changed phase). With several points it explores them in turn, each with the
+others fixed. Every iteration and every decision is kept (:func:`shoal.control_history`),
+which gives the form of Fig. 6 (the value over the iterations, and the time per iteration).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shoal.errors import UsageError
+
+# the built-in points: name -> (candidates, what they change)
+BUILTIN: dict[str, tuple[tuple[Any, ...], str]] = {
+    "lb_every": ((1, 2, 4, 8, 16, 32, 64),
+                 "balance at every k-th AtSync point: fewer steps cost less, and let the "
+                 "imbalance grow between them"),
+    "lb_period": ((0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0),
+                  "seconds between periodic balancing steps: the same trade"),
+}
+
+
+def young(cost: float, mtbf: float) -> float:
+    """Young's optimal checkpoint interval ``sqrt(2 C M)`` (Young 1974) for a checkpoint
+    that costs ``cost`` seconds and failures ``mtbf`` seconds apart on average."""
+    return math.sqrt(2.0 * cost * mtbf)
+
+
+@dataclass
+class ControlPoint:
+    """A tunable parameter: its candidate ``values`` in order, the ``index`` of the one in
+    force, its expected ``effect`` (said in the history), ``apply`` (called with a new
+    value: the runtime's built-in points set their knob; a program's read ``value``), and
+    ``cycle`` (iterations of one cycle of a value, given the seconds per iteration)."""
+
+    name: str
+    values: tuple[Any, ...]
+    index: int
+    effect: str = ""
+    apply: Callable[[Any], None] | None = None
+    cycle: Callable[[Any, float], int] = field(default=lambda value, per_iteration: 1)
+
+    @property
+    def value(self) -> Any:
+        """The value in force."""
+        return self.values[self.index]
+
+    def __repr__(self) -> str:
+        return f"ControlPoint({self.name!r}, value={self.value!r}, values={self.values!r})"
+
+
+def point(name: str, values: Sequence[Any], default: Any = None, effect: str = "",
+          apply: Callable[[Any], None] | None = None,
+          cycle: Callable[[Any, float], int] | None = None) -> ControlPoint:
+    """A checked :class:`ControlPoint` (``default``: the value to start from, the first by
+    default)."""
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"a control point needs a name (text), not {name!r}")
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+        raise UsageError(f"control point {name!r}: values must be a non-empty list of "
+                         f"candidates in order, not {values!r}")
+    values = tuple(values)
+    if len(set(map(repr, values))) != len(values):
+        raise UsageError(f"control point {name!r}: a candidate appears twice in {values!r}")
+    if default is None:
+        index = 0
+    elif default in values:
+        index = values.index(default)
+    else:
+        raise UsageError(f"control point {name!r}: default {default!r} is not one of "
+                         f"{values!r}")
+    made = ControlPoint(name, values, index, effect, apply)
+    if cycle is not None:
+        made.cycle = cycle
+    return made
+
+
+class Controller:
+    """The controller of PE 0 (see the module doc). ``mark(source)`` at the end of every
+    iteration; ``clock`` is the time source (tests give their own)."""
+
+    def __init__(self, window: int = 8, warmup: int = 2, drift: float = 0.2,
+                 clock: Callable[[], float] = time.perf_counter):
+        if window < 1 or warmup < 0 or drift <= 0:
+            raise UsageError(f"controller: window >= 1, warmup >= 0, drift > 0, not "
+                             f"{window}, {warmup}, {drift}")
+        self.window, self.warmup, self.drift, self.clock = window, warmup, drift, clock
+        self.points: dict[str, ControlPoint] = {}
+        self.history: list[dict[str, Any]] = []  # one row per iteration
+        self.decisions: list[dict[str, Any]] = []
+        self.explicit = 0  # shoal.iteration() calls seen: from 2 on, they mark iterations
+        self.last: float | None = None
+        self.iterations = 0
+        self.samples: list[float] = []
+        self.skip = 0
+        self.active: ControlPoint | None = None  # the point being explored (None: settled)
+        self.queue: list[str] = []  # points still to explore in this round
+        self.scores: dict[int, float] = {}  # the active point's measured candidates
+        self.direction = 1  # of the last move between candidates
+        self.best = math.inf  # settled: the best window seen since
+        self.high = 0  # settled: windows in a row above best * (1 + drift)
+
+    # ------------------------------------------------------------------ registration
+    def register(self, made: ControlPoint) -> ControlPoint:
+        """Add a point (its name must be new); exploring starts with it if nothing else
+        is being explored."""
+        if made.name in self.points:
+            raise UsageError(f"control point {made.name!r} is registered already")
+        self.points[made.name] = made
+        self.queue.append(made.name)
+        if self.active is None:
+            self._next_point()
+        return made
+
+    # ------------------------------------------------------------------ measuring
+    def mark(self, source: str) -> None:
+        """The end of an iteration: ``source`` is ``"iteration"`` (``shoal.iteration()``)
+        or ``"sync"`` (an AtSync point), of which only one counts (see the module doc)."""
+        if source == "iteration":
+            self.explicit += 1
+            if self.explicit < 2:
+                return
+        elif self.explicit >= 2:
+            return
+        now = self.clock()
+        if self.last is None or self.explicit == 2 and source == "iteration" and \
+                self.history and self.history[-1]["source"] == "sync":
+            self.last = now  # the first mark, or the first of main's: times start here
+            return
+        dt, self.last = now - self.last, now
+        self.iterations += 1
+        self.history.append({"iteration": self.iterations, "seconds": dt, "source": source,
+                             **{name: p.value for name, p in self.points.items()}})
+        if not self.points:
+            return
+        if self.skip:
+            self.skip -= 1
+            return
+        self.samples.append(dt)
+        if len(self.samples) < self._needed():
+            return
+        score = sum(self.samples) / len(self.samples)
+        self.samples = []
+        if self.active is not None:
+            self._explored(self.active, score)
+        else:
+            self._watch(score)
+
+    def _needed(self) -> int:
+        """The window for the value in force: at least ``window`` iterations, a whole
+        number of its cycles."""
+        per = sum(self.samples) / len(self.samples)
+        cycle = 1
+        for q in ([self.active] if self.active is not None else self.points.values()):
+            cycle = max(cycle, int(q.cycle(q.value, per)))
+        return cycle * math.ceil(self.window / cycle)
+
+    # ------------------------------------------------------------------ deciding
+    def _explored(self, p: ControlPoint, score: float) -> None:
+        self.scores[p.index] = score
+        self._decide("measured", p, score)
+        best = min(self.scores, key=lambda i: (self.scores[i], i))
+        untried = [i for i in (best - 1, best + 1)
+                   if 0 <= i < len(p.values) and i not in self.scores]
+        if untried:  # on in the direction of the last move while it pays, else back
+            nxt = best + self.direction if best + self.direction in untried else untried[0]
+            self.direction = 1 if nxt > best else -1
+            self._set(p, nxt)
+            return
+        self._set(p, best)
+        self._decide("settled", p, self.scores[best])
+        self._next_point()
+
+    def _watch(self, score: float) -> None:
+        self.best = min(self.best, score)
+        if score > self.best * (1 + self.drift):
+            self.high += 1
+            if self.high >= 2:  # the application changed: explore again
+                self._decide("drift", None, score)
+                self.queue = list(self.points)
+                self._next_point()
+        else:
+            self.high = 0
+
+    def _next_point(self) -> None:
+        """Explore the next point of the round, or settle."""
+        self.scores = {}
+        self.direction = 1
+        self.active = self.points[self.queue.pop(0)] if self.queue else None
+        self.best, self.high = math.inf, 0
+        self.samples = []
+        self.skip = self.warmup
+
+    def _set(self, p: ControlPoint, index: int) -> None:
+        if index != p.index:
+            p.index = index
+            if p.apply is not None:
+                p.apply(p.value)
+        self.samples = []
+        self.skip = self.warmup
+
+    def _decide(self, what: str, p: ControlPoint | None, score: float) -> None:
+        self.decisions.append({"iteration": self.iterations, "decision": what,
+                               "point": None if p is None else p.name,
+                               "value": None if p is None else p.value,
+                               "seconds_per_iteration": score})
+
+
+def builtin(name: str, apply: Callable[[Any], None], start: Any) -> ControlPoint:
+    """The built-in point ``name`` of :data:`BUILTIN`, starting at the candidate nearest
+    ``start`` and setting its knob through ``apply``."""
+    values, effect = BUILTIN[name]
+    nearest = min(values, key=lambda v: abs(math.log(v / start)))
+    made = point(name, values, nearest, effect, apply)
+    if name == "lb_every":
+        made.cycle = lambda value, per_iteration: int(value)
+    else:  # lb_period: the iterations of one period
+        made.cycle = lambda value, per_iteration: max(
+            1, math.ceil(value / per_iteration) if per_iteration > 0 else 1)
+    if nearest != start:
+        apply(nearest)
+    return made
+
+
+def parse_tune(text: str | None) -> tuple[str, ...]:
+    """``--tune lb_every,lb_period``: the built-in points named, checked."""
+    if not text:
+        return ()
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in BUILTIN]
+    if unknown:
+        raise UsageError(f"tune: no built-in control point {', '.join(unknown)}; the "
+                         f"runtime has {', '.join(BUILTIN)}")
+    return names
