@@ -202,6 +202,12 @@ async def main(args: argparse.Namespace):
           f"{elapsed / args.iters * 1e3:.2f} ms per iteration; work {work / args.iters * 1e3:.2f}"
           f" ms per iteration, perfectly balanced {work / args.iters / pes * 1e3:.2f} ms; "
           f"{moved} migrations, {lb_time:.2f} s in LB steps")
+    control = shoal.control_history()
+    for name, value in control["points"].items():  # shoal run --tune lb_every
+        settled = [d for d in control["decisions"] if d["decision"] == "settled"]
+        print(f"control point {name}: {value} in force at the end; "
+              f"{len(settled)} settlement(s): "
+              f"{', '.join(str(d['value']) for d in settled) or 'still exploring'}")
     if args.out:  # (the patch's extra work changes nothing: the same grid as stencil2d.py)
         done = shoal.future()
         blocks.grid(done)

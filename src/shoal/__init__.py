@@ -26,6 +26,8 @@ if TYPE_CHECKING:
         checkpoint,
         cluster_nodes,
         combine,
+        control_history,
+        control_point,
         create,
         destroy,
         exit,
@@ -48,9 +50,10 @@ if TYPE_CHECKING:
     )
     from shoal.runtime.pool import pool
 
-__all__ = ["Aggregator", "Array", "Channel", "Chare", "CheckpointError", "Future", "Group",
-           "Reducer", "RemoteError", "Runtime", "ShoalError", "UsageError", "WireError",
-           "__version__", "broadcast_globals", "checkpoint", "cluster_nodes", "combine", "create",
+__all__ = ["Aggregator", "Array", "Channel", "Chare", "CheckpointError", "Future",
+           "Group", "Reducer", "RemoteError", "Runtime", "ShoalError", "UsageError",
+           "WireError", "__version__", "broadcast_globals", "checkpoint",
+           "cluster_nodes", "combine", "control_history", "control_point", "create",
            "destroy", "exit", "future", "iteration", "iwait", "lb_history", "my_host",
            "my_node", "my_pe", "num_nodes", "num_pes", "pool", "quiescence", "restored",
            "run_on_all", "sleep", "start", "stats", "when"]

@@ -41,8 +41,10 @@ SETTINGS = (
     Setting("lb_auto", "SHOAL_LB_AUTO", "flag", "balancing"),
     Setting("lb_machine", "SHOAL_LB_MACHINE", "text", "balancing"),
     Setting("lb_costs", "SHOAL_LB_COSTS", "text", "balancing"),
+    Setting("tune", "SHOAL_TUNE", "text", "balancing"),
     Setting("checkpoint_every", "SHOAL_CHECKPOINT_EVERY", "seconds", "checkpoint"),
     Setting("checkpoint_dir", "SHOAL_CHECKPOINT_DIR", "path", "checkpoint"),
+    Setting("mtbf", "SHOAL_MTBF", "seconds", "checkpoint"),
     Setting("restart", RESTART_ENV, "path", "checkpoint"),
     Setting("ft", "SHOAL_FT", "flag", "checkpoint"),
     Setting("trace", "SHOAL_TRACE", "path", "tracing"),
@@ -64,12 +66,14 @@ class Balancing:
     lb_auto: bool = False  # the MetaBalancer decides at every AtSync point
     lb_machine: str | None = None  # the torus of the PEs (TORUS[:CORES|:MAP.csv])
     lb_costs: str | None = None  # netmodel profiles: PROFILE or INTRA,INTER (lb/costs.py)
+    tune: str | None = None  # built-in control points the controller tunes (runtime.control)
 
 
 @dataclass(frozen=True)
 class Checkpointing:
     checkpoint_every: float | None = None  # automatic checkpoints at most this often
     checkpoint_dir: str | None = None  # where they go
+    mtbf: float | None = None  # mean time between failures: the period follows Young's rule
     restart: Any = None  # a checkpoint directory, or an in-memory one (recovery)
     ft: bool = False  # in-job recovery (ULFM)
 
@@ -119,6 +123,12 @@ class Options:
         if values.get("checkpoint_every") and not values.get("checkpoint_dir"):
             raise UsageError("checkpoint_every needs checkpoint_dir (shoal run gives its job "
                              "directory; with shoal.start pass checkpoint_dir=...)")
+        if values.get("mtbf") and not values.get("checkpoint_every"):
+            raise UsageError("mtbf needs checkpoint_every: the first period (Young's rule "
+                             "sets the next ones from the measured checkpoint cost)")
+        from shoal.runtime.control import parse_tune
+
+        parse_tune(values.get("tune"))  # a misspelt point: at start-up, named
         return cls(**{name: kind(**{s.name: values[s.name] for s in SETTINGS
                                     if s.section == name and s.name in values})
                       for name, kind in SECTIONS.items()})

@@ -6,6 +6,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mpi_jobs import run_ok
 
 from shoal.errors import UsageError
 from shoal.runtime.control import Controller, builtin, parse_tune, point, young
@@ -100,7 +101,7 @@ def test_a_window_covers_whole_cycles_of_a_balancing_period():
     expect = {v: 1 + 0.05 * (v - 1) + 5 / v for v in (1, 2, 4, 8, 16)}
     for d in ctrl.decisions:
         if d["decision"] == "measured":
-            assert d["seconds_per_iteration"] == pytest.approx(expect[d["value"]], rel=0.02)
+            assert d["seconds"] == pytest.approx(expect[d["value"]], rel=0.02)
 
 
 def test_iteration_calls_replace_sync_points_from_the_second_on():
@@ -144,3 +145,17 @@ def test_young_and_the_checks():
     ctrl.register(point("x", [1, 2]))
     with pytest.raises(UsageError, match="registered already"):
         ctrl.register(point("x", [1, 2]))
+
+
+# ---------------------------------------------------------------- inside the runtime
+def test_a_program_point_settles_on_its_best_value_in_a_job():
+    assert run_ok("control", 2, "app")["app"] >= 40
+
+
+def test_tuned_lb_every_balances_only_at_the_sync_points_its_values_allow():
+    assert run_ok("control", 2, "lb_every", options=("--tune", "lb_every"))["lb_every"] >= 1
+
+
+def test_with_an_mtbf_the_checkpoint_period_follows_youngs_rule(tmp_path):
+    options = ("--checkpoint-every", "0.1", "--mtbf", "2", "--checkpoint-dir", str(tmp_path))
+    assert run_ok("control", 2, "young", options=options)["young"] >= 1

@@ -35,6 +35,11 @@ import click
               help="What a message and a byte cost the balancer, from `shoal netmodel fit "
                    "--save` profiles: one for every pair of PEs, or two (within a node, "
                    "between nodes). Default: 10 us a message, 1 ns a byte.")
+@click.option("--tune", default=None, metavar="POINT[,POINT]",
+              help="Control points the runtime tunes while the job runs (PICS): lb_every "
+                   "(balance at every k-th AtSync point) and lb_period (seconds between "
+                   "periodic steps), chosen to lower the time per iteration; "
+                   "shoal.control_history() has the decisions.")
 @click.option("--lb-dump", default=None, type=click.Path(file_okay=False),
               help="Write each balancing step's database into this directory "
                    "(step-0001.npz, ...; read them with shoal lb simulate).")
@@ -52,6 +57,10 @@ import click
 @click.option("--checkpoint-every", "every", default=None, metavar="TIME",
               help="The runtime takes a checkpoint at most this often (e.g. 30s), at AtSync "
                    "points and at shoal.iteration() calls of main, for --restarts to use.")
+@click.option("--mtbf", default=None, metavar="TIME",
+              help="Mean time between failures (e.g. 6h): --checkpoint-every is then the "
+                   "first period only, the next ones follow Young's optimum sqrt(2 C MTBF) "
+                   "for the measured checkpoint cost C.")
 @click.option("--checkpoint-dir", default=None, type=click.Path(file_okay=False),
               help="Where --checkpoint-every writes (default: the job directory's auto/, "
                    "removed when shoal run ends), and a resize its checkpoint (default: "
@@ -71,7 +80,7 @@ import click
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
         lb_period: str | None, lb_machine: str | None, lb_costs: str | None,
-        lb_dump: str | None,
+        tune: str | None, lb_dump: str | None, mtbf: str | None,
         trace: str | None, restart: str | None,
         restarts: int, shrink: bool, every: str | None, checkpoint_dir: str | None, ft: bool,
         kills: tuple[str, ...], jobdir: str | None, program: str,
@@ -80,20 +89,20 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     its nodes, elsewhere with the installed mpiexec (the embedded MPICH), or with the
     launcher SHOAL_MPIEXEC names. The job directory is in /tmp on one node and under
     ./.shoal/ when the PEs span nodes (every PE must see it; --jobdir names another).
-    Launching `python PROGRAM` directly (srun --mpi=pmi2, mpiexec) works too: the flags
-    below are then the environment variables SHOAL_LB, SHOAL_LB_AUTO=1, SHOAL_LB_PERIOD,
-    SHOAL_LB_MACHINE, SHOAL_LB_DUMP, SHOAL_TRACE, SHOAL_RESTART, SHOAL_CHECKPOINT_EVERY
-    and SHOAL_CHECKPOINT_DIR, or the keywords of shoal.start (lb=, trace=, ...; see
-    shoal.options). Everything after PROGRAM is the program's (shoal run -n 2 prog.py -n
-    3: the program sees -n 3). The job ends once the program's main has returned and no
-    work is left, or at shoal.exit(). While it runs, `shoal ctl JOBDIR shrink N` / `expand
-    N` moves the job to N PEs (at its next shoal.iteration() or AtSync point); the job
-    directory is printed at start. A program uses chare arrays and groups, their
-    sections (arr[0:8, ::2]), guarded entry methods (@shoal.when), the task pool
-    (shoal.pool.map) and aggregation (shoal.Aggregator): see the README's Runtime
-    section. A rank that ends before shoal.start ends the job with its exit code; a rank
-    killed by a signal is named by its PE and host; with --restarts, the hosts whose PEs
-    srun saw killed (or Slurm declared failed) are left out of the relaunch."""
+    Launching `python PROGRAM` directly (srun --mpi=pmi2, mpiexec) works too: the flags below
+    are then the environment variables SHOAL_LB, SHOAL_LB_AUTO=1, SHOAL_LB_PERIOD,
+    SHOAL_LB_MACHINE, SHOAL_LB_DUMP, SHOAL_TUNE, SHOAL_TRACE, SHOAL_RESTART,
+    SHOAL_CHECKPOINT_EVERY, SHOAL_MTBF and SHOAL_CHECKPOINT_DIR, or the keywords of
+    shoal.start (lb=, trace=, ...; see shoal.options). Everything after PROGRAM is the
+    program's (shoal run -n 2 prog.py -n 3: the program sees -n 3). The job ends once the
+    program's main has returned and no work is left, or at shoal.exit(). While it runs,
+    `shoal ctl JOBDIR shrink N` / `expand N` moves the job to N PEs (at its next
+    shoal.iteration() or AtSync point); the job directory is printed at start. A program
+    uses chare arrays and groups, their sections (arr[0:8, ::2]), guarded entry methods
+    (@shoal.when), the task pool (shoal.pool.map) and aggregation (shoal.Aggregator): see
+    the README's Runtime section. A rank that ends before shoal.start ends the job with its
+    exit code; a rank killed by a signal is named by its PE and host; with --restarts, the
+    hosts whose PEs srun saw killed (or Slurm declared failed) are left out of the relaunch."""
     from shoal.options import environment
     from shoal.units import parse_duration
 
@@ -114,14 +123,23 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
         read_manifest(restart, verify=True)  # a damaged checkpoint: one line, exit 2
     period = None if lb_period is None else parse_duration(lb_period, "--lb-period")
     seconds = None if every is None else parse_duration(every, "--checkpoint-every")
-    for flag, value in (("--lb-period", period), ("--checkpoint-every", seconds)):
+    failures_apart = None if mtbf is None else parse_duration(mtbf, "--mtbf")
+    if failures_apart is not None and seconds is None:
+        from shoal.errors import UsageError
+
+        raise UsageError("--mtbf needs --checkpoint-every (the first period)")
+    from shoal.runtime.control import parse_tune
+
+    parse_tune(tune)  # a misspelt point: one line, exit 2
+    for flag, value in (("--lb-period", period), ("--checkpoint-every", seconds),
+                        ("--mtbf", failures_apart)):
         if value is not None and value <= 0:
             from shoal.errors import UsageError
 
             raise UsageError(f"{flag} must be longer than 0 s")
     env = {**os.environ, **environment(
         lb=strategy, lb_auto=lb_auto, lb_machine=lb_machine, lb_costs=lb_costs,
-        lb_period=period,
+        lb_period=period, tune=tune, mtbf=failures_apart,
         lb_dump=lb_dump, trace=trace, restart=restart, checkpoint_every=seconds,
         checkpoint_dir=checkpoint_dir)}
     if ft:

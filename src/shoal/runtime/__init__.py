@@ -8,6 +8,8 @@ from shoal.runtime.api import (
     checkpoint,
     cluster_nodes,
     combine,
+    control_history,
+    control_point,
     create,
     destroy,
     exit,
@@ -35,7 +37,8 @@ from shoal.runtime.perpe import broadcast_globals, run_on_all
 from shoal.runtime.reducers import Reducer
 
 __all__ = ["Aggregator", "Array", "Channel", "Chare", "Future", "Group", "Reducer",
-           "RemoteError", "Runtime", "broadcast_globals", "checkpoint", "cluster_nodes", "combine",
-           "create", "destroy", "exit", "future", "iteration", "iwait", "lb_history", "my_host",
-           "my_node", "my_pe", "num_nodes", "num_pes", "quiescence", "restored", "run_on_all",
-           "sleep", "start", "stats", "when"]
+           "RemoteError", "Runtime", "broadcast_globals", "checkpoint", "cluster_nodes",
+           "combine", "control_history", "control_point", "create", "destroy", "exit",
+           "future", "iteration", "iwait", "lb_history", "my_host", "my_node", "my_pe",
+           "num_nodes", "num_pes", "quiescence", "restored", "run_on_all", "sleep",
+           "start", "stats", "when"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,8 @@ from shoal.jobdir import JobDir
 from shoal.options import Options
 from shoal.runtime.checkpoint import Pending
 from shoal.runtime.context import current as _current
+from shoal.runtime.control import ControlPoint
+from shoal.runtime.control import point as make_point
 from shoal.runtime.futures import Future
 from shoal.runtime.pe import Runtime
 from shoal.runtime.proxy import CollectionProxy, ElementProxy, SectionProxy
@@ -282,8 +284,41 @@ def iteration(state: dict[str, Any] | None = None) -> Pending:
     automatic checkpoint, one is taken here, into ``checkpoint_dir``, and this resolves
     when it is on disk (to its summary; else at once, to None). AtSync programs call it
     once with their state (no need to await): their automatic checkpoints are taken at
-    AtSync points (see :mod:`shoal.runtime.checkpoint`)."""
-    return current().checkpoints.iteration(state)
+    AtSync points (see :mod:`shoal.runtime.checkpoint`). Called every iteration, it also
+    marks the iterations whose time the controller of control points measures
+    (:func:`control_point`)."""
+    rt = current()
+    if rt.pe == 0:
+        rt.control.mark("iteration")
+    return rt.checkpoints.iteration(state)
+
+
+def control_point(name: str, values: Sequence[Any], default: Any = None,
+                  effect: str = "") -> ControlPoint:
+    """In ``main``: register a tunable parameter of the program (Acun14 III-E, PICS's
+    control points): its candidate ``values`` in order (the controller moves between
+    neighbours), the one to start from (``default``, else the first) and its expected
+    ``effect`` (text, kept in the history). Read ``point.value`` where the program uses it
+    (e.g. at the start of each iteration): the controller changes it to lower the time per
+    iteration, measured between :func:`iteration` calls (or AtSync points), explores,
+    settles on the best and explores again when the time drifts (see
+    :mod:`shoal.runtime.control`)."""
+    rt = current()
+    if rt.pe != 0:
+        raise UsageError("shoal.control_point() is for main (PE 0), where the iterations "
+                         "are timed")
+    return rt.control.register(make_point(name, values, default, effect))
+
+
+def control_history() -> dict[str, Any]:
+    """On PE 0: the controller's record: ``iterations`` (one row each: its ``seconds``,
+    what marked it, and every point's value in force), ``decisions`` (measured, settled,
+    drift, young: the point, its value, the seconds per iteration or the checkpoint cost)
+    and ``points`` (name -> value in force)."""
+    ctl = current().control
+    return {"iterations": [dict(r) for r in ctl.history],
+            "decisions": [dict(d) for d in ctl.decisions],
+            "points": {name: p.value for name, p in ctl.points.items()}}
 
 
 def restored() -> Any:

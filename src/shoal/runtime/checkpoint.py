@@ -67,6 +67,7 @@ from shoal.jobdir import JobDir
 from shoal.runtime import shards
 from shoal.runtime.buddy import STORE, buddies
 from shoal.runtime.collection import Collection, Slot
+from shoal.runtime.control import young
 from shoal.runtime.futures import Future, Task
 from shoal.runtime.migration import packed
 from shoal.runtime.protocol import CKPT_COMMIT, CKPT_COPY, CKPT_DONE, CKPT_WRITE
@@ -106,6 +107,8 @@ class Checkpoints:
         self.rt = rt
         self.restart = restart
         self.every = every  # automatic checkpoints: at most one per so many seconds
+        self.mtbf = options.mtbf  # given: ``every`` follows Young's rule (runtime.control)
+        self.costs: list[float] = []  # seconds of the checkpoints written so far (PE 0)
         self.auto_dir = None if auto_dir is None else Path(auto_dir)
         self.kept: dict[str, Any] | None = None  # main's state for automatic checkpoints
         self.mark = 0.0  # when the interval of the next automatic one began
@@ -236,8 +239,21 @@ class Checkpoints:
         shards.commit(root, gen, tmp, manifest)
         self._tell_supervisor(root)
         self.resize.done(root)
+        seconds = time.perf_counter() - t0
+        self._young(seconds)
         return {"path": str(root), "generation": gen, "bytes": manifest["bytes"],
-                "elements": manifest["elements"], "seconds": time.perf_counter() - t0}
+                "elements": manifest["elements"], "seconds": seconds}
+
+    def _young(self, cost: float) -> None:
+        """With ``mtbf``: the period of automatic checkpoints becomes Young's optimum for
+        the mean cost of the last (up to) 5 checkpoints, and the controller's history
+        says so."""
+        if self.mtbf is None:
+            return
+        self.costs = [*self.costs[-4:], cost]
+        mean = sum(self.costs) / len(self.costs)
+        self.every = young(mean, self.mtbf)
+        self.rt.control.note("young", "checkpoint_every", self.every, mean)
 
     async def _write_memory(self, state: dict[str, Any] | None) -> dict[str, Any]:
         """A double in-memory checkpoint: every PE keeps its shard and sends a copy to its

@@ -155,8 +155,8 @@ class Controller:
         elif self.explicit >= 2:
             return
         now = self.clock()
-        if self.last is None or self.explicit == 2 and source == "iteration" and \
-                self.history and self.history[-1]["source"] == "sync":
+        if self.last is None or (self.explicit == 2 and source == "iteration" and \
+                self.history and self.history[-1]["source"] == "sync"):
             self.last = now  # the first mark, or the first of main's: times start here
             return
         dt, self.last = now - self.last, now
@@ -232,10 +232,15 @@ class Controller:
         self.skip = self.warmup
 
     def _decide(self, what: str, p: ControlPoint | None, score: float) -> None:
+        self.note(what, None if p is None else p.name, None if p is None else p.value,
+                  score)
+
+    def note(self, what: str, name: str | None, value: Any, seconds: float) -> None:
+        """A decision into the history: ``what`` (measured, settled, drift, or a rule's
+        name such as young), the point and its value, and the seconds it went by (per
+        iteration, or a checkpoint's cost for young)."""
         self.decisions.append({"iteration": self.iterations, "decision": what,
-                               "point": None if p is None else p.name,
-                               "value": None if p is None else p.value,
-                               "seconds_per_iteration": score})
+                               "point": name, "value": value, "seconds": seconds})
 
 
 def builtin(name: str, apply: Callable[[Any], None], start: Any) -> ControlPoint:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from shoal.errors import UsageError
     from shoal.runtime.aggregation import Stream
     from shoal.runtime.collection import Collection, Slot
+    from shoal.runtime.control import Controller
     from shoal.runtime.futures import Future, Task
     from shoal.runtime.nodes import NodeMap
     from shoal.runtime.point import ConsistentPoint
@@ -228,6 +229,7 @@ class Core(Saving, Protocol):
     nodes: NodeMap
     tracer: Tracer | None
     point: ConsistentPoint
+    control: Controller  # control points and their controller (PE 0: runtime.control)
     handlers: tuple  # the handler of each message kind, by kind
     push: Callable[[int, Run, Any, Any], None]
     run_invoke: Callable[[Slot, tuple], None]

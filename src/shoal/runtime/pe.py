@@ -51,6 +51,7 @@ from shoal.runtime.collectives.quiescence import Quiescence
 from shoal.runtime.collectives.reduction import Reductions
 from shoal.runtime.collectives.section import Sections
 from shoal.runtime.context import set_current
+from shoal.runtime.control import Controller
 from shoal.runtime.failure import Failure
 from shoal.runtime.futures import Future, Gather, Task
 from shoal.runtime.guards import GuardError, Guards
@@ -248,6 +249,7 @@ class Runtime:
         self.guards = Guards(self)
         self.pool = Pool(self)
         self.point = ConsistentPoint()  # shared by the balancer and checkpoints (PE 0)
+        self.control = Controller()  # the control points and their controller (PE 0)
         self.balancer = Balancer(self, options.balancing)
         # told of every element that leaves or arrives: where it is, what it contributed
         self.migration.subscribe(self.location, self.reductions)

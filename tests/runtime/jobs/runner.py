@@ -1,13 +1,15 @@
 """The main of the job scripts here: ``python TOPIC.py NAME... [--shm BYTES] [--pool-bytes
 BYTES] [--lb STRATEGY] [--lb-period SECONDS] [--lb-dump DIR] [--lb-machine TORUS] [--lb-auto]
-[--cpu-stats] [--trace FILE] [--poll-spin SECONDS]`` runs the named scenarios of TOPIC one
-after another in one runtime; ``--shm`` sets the shared memory per PE (0: large buffers by MPI
-only), ``--pool-bytes`` the bound of its receive buffers, ``--lb``, ``--lb-period``,
-``--lb-dump``, ``--lb-auto`` and ``--lb-machine`` the load balancer, ``--cpu-stats`` loads in
-CPU seconds, ``--trace`` the timeline file, ``--poll-spin`` how long an idle PE polls before
-it sleeps. A scenario checks its own results (a failed assert ends the job with the PE and the
-traceback) and may return figures for the test to compare: plain Python values, printed by
-PE 0 as a literal after ``OK NAME``."""
+[--cpu-stats] [--trace FILE] [--poll-spin SECONDS] [--tune POINTS]`` runs the named scenarios of
+TOPIC one after another in one runtime; ``--shm`` sets the shared memory per PE (0: large
+buffers by MPI only), ``--pool-bytes`` the bound of its receive buffers, ``--lb``,
+``--lb-period``, ``--lb-dump``, ``--lb-auto`` and ``--lb-machine`` the load balancer, ``--tune``
+the built-in control points the controller tunes, ``--checkpoint-every``, ``--checkpoint-dir``
+and ``--mtbf`` automatic checkpoints, ``--cpu-stats`` loads in CPU seconds,
+``--trace`` the timeline file, ``--poll-spin`` how long an idle PE polls before it sleeps. A
+scenario checks its own results (a failed assert ends the job with the PE and the traceback) and
+may return figures for the test to compare: plain Python values, printed by PE 0 as a literal
+after ``OK NAME``."""
 
 import sys
 
@@ -23,6 +25,9 @@ def main(scenarios: dict) -> None:
                                ("--lb-period", "lb_period", float),
                                ("--lb-dump", "lb_dump", str),
                                ("--lb-machine", "lb_machine", str), ("--trace", "trace", str),
+                               ("--tune", "tune", str), ("--mtbf", "mtbf", float),
+                               ("--checkpoint-every", "checkpoint_every", float),
+                               ("--checkpoint-dir", "checkpoint_dir", str),
                                ("--poll-spin", "poll_spin", float)):
         if flag in args:
             k = args.index(flag)

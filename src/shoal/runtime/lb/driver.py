@@ -34,6 +34,9 @@ Triggers: AtSync (every element of every non-empty ``at_sync`` array has called
 ``at_sync()``: a reduction per collection, so insertions and deletions between steps are
 counted and an empty array never holds the others back) and ``lb_period`` seconds (elements
 move between entry methods; nothing pauses). A trigger during a step waits for its end.
+With ``tune`` the root's controller (:mod:`shoal.runtime.control`) sets two knobs as
+control points: ``lb_every`` (a step at every k-th AtSync point, the others resume at
+once) and ``lb_period``; every AtSync point marks the end of an iteration for it.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shoal.errors import UsageError
+from shoal.runtime.control import builtin, parse_tune
 from shoal.runtime.lb.costs import load as load_costs
 from shoal.runtime.lb.database import LBDatabase, core_share
 from shoal.runtime.lb.grapevine import Grapevine
@@ -139,6 +143,15 @@ class Balancer:
         if strategy is not None:  # a misspelt name fails at start-up, not at the first step
             self.strategy = self._load(self.name)
         self.period = period
+        # the built-in control points to tune (runtime.control), and their knobs: balance
+        # at every ``every``-th AtSync point (``since``: points since the last step)
+        self.tune = parse_tune(options.tune)
+        if self.tune and self.off:
+            raise UsageError("tune: lb=none never balances; give a strategy (or none of "
+                             "tune) to tune balancing")
+        self.every = 1
+        self.since = 0
+        self.marked = False  # this sync point is marked as the end of an iteration
         # lb="auto": the root asks the MetaBalancer at every AtSync point whether to balance
         self.meta = MetaBalancer() if auto else None
         self.iteration: dict[int, float] = {}  # PE loads of the iteration being synced
@@ -189,9 +202,28 @@ class Balancer:
         """Once the scheduler runs: the first period begins; the root arms the periodic
         trigger."""
         self._mark_pe()
+        if self.rt.pe == 0:
+            self._register_points()
         if self.period is not None and self.rt.pe == 0:
             self.prepare()
             self.rt.after(self.period, self._tick)
+
+    def _register_points(self) -> None:
+        """At the root: the built-in control points asked for (``tune``), with their knobs
+        (a period to tune starts at 1 s when none is set)."""
+        for name in self.tune:
+            if name == "lb_every":
+                self.rt.control.register(builtin(name, self._set_every, self.every))
+            else:
+                if self.period is None:
+                    self.period = 1.0
+                self.rt.control.register(builtin(name, self._set_period, self.period))
+
+    def _set_every(self, value: int) -> None:
+        self.every = value
+
+    def _set_period(self, value: float) -> None:
+        self.period = value  # (the next tick is armed with it)
 
     # ----------------------------------------------------------------- triggers
     def at_sync(self, slot: Slot) -> None:
@@ -229,6 +261,9 @@ class Balancer:
         waiting = {c.cid for c in self.rt.colls.values() if c.at_sync and c.members > 0}
         if not (self.synced and waiting <= self.synced):
             return
+        if not self.marked:  # an AtSync program's iteration ends here (runtime.control)
+            self.marked = True
+            self.rt.control.mark("sync")
         point = self.rt.point
         if point.held or point.offer():  # a step or a checkpoint (one due takes this
             point.when_free(self._maybe_sync_step)  # point): the step waits for it
@@ -241,11 +276,18 @@ class Balancer:
             self._resume_synced()
 
     def _pays(self) -> bool:
-        """At an AtSync point: balance now? Always, unless lb="none" (never) or lb="auto"
-        (when the MetaBalancer says so, from the loads of the iteration just synced)."""
+        """At an AtSync point: balance now? At every ``every``-th point (1 unless the
+        controller tunes ``lb_every``), unless lb="none" (never) or lb="auto" (when the
+        MetaBalancer says so, from the loads of the iteration just synced)."""
         iteration, self.iteration = self.iteration, {}
         if self.meta is None:
-            return not self.off
+            if self.off:
+                return False
+            self.since += 1  # (lb_every: a step at every ``every``-th point only)
+            if self.since < self.every:
+                return False
+            self.since = 0
+            return True
         loads = np.zeros(self.rt.npes)
         loads[list(iteration)] = list(iteration.values())
         decision = self.meta.observe(loads)
@@ -484,6 +526,7 @@ class Balancer:
         for cid in sorted(self.synced):
             self.rt.send(0, (BCAST_REQ, cid, "resume_from_sync", (), None, 0, None, 0))
         self.synced = set()
+        self.marked = False
 
 
 def smoothed_background(acc: list[float], background: float, wanted: float,
