@@ -46,8 +46,9 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     :func:`exit` or until ``main`` returns; ``main(*args)`` runs on PE 0, as a coroutine if
     it is an ``async def``. ``options`` are the runtime's settings
     (:data:`shoal.options.SETTINGS`: ``lb``, ``lb_period``, ``lb_dump``, ``lb_auto``,
-    ``lb_machine``, ``trace``, ``checkpoint_every``, ``checkpoint_dir``, ``ft``,
-    ``cpu_stats``, ``poll_spin``, ``poll_max``, ``shm_bytes``, ``pool_bytes``); those not
+    ``lb_machine``, ``lb_costs``, ``tune``, ``trace``, ``checkpoint_every``,
+    ``checkpoint_dir``, ``mtbf``, ``ft``, ``cpu_stats``, ``poll_spin``, ``poll_max``,
+    ``shm_bytes``, ``pool_bytes``); those not
     passed come from their environment variables (``SHOAL_LB``, ``SHOAL_TRACE``, ...,
     which ``shoal run --lb`` and friends set); under ``shoal run`` the automatic
     checkpoints go to the job directory's ``auto/`` by default. In library mode, pass the
