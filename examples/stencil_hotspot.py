@@ -207,7 +207,10 @@ async def main(args: argparse.Namespace):
         settled = [d for d in control["decisions"] if d["decision"] == "settled"]
         print(f"control point {name}: {value} in force at the end; "
               f"{len(settled)} settlement(s): "
-              f"{', '.join(str(d['value']) for d in settled) or 'still exploring'}")
+              f"{', '.join(str(d['value']) for d in settled) or 'still exploring'}; "
+              "measured: " + ", ".join(f"{d['value']} {d['seconds'] * 1e3:.2f} ms"
+                                       for d in control["decisions"]
+                                       if d["decision"] == "measured"))
     if args.out:  # (the patch's extra work changes nothing: the same grid as stencil2d.py)
         done = shoal.future()
         blocks.grid(done)

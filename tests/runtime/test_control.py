@@ -3,6 +3,7 @@ functions of the values in force, with a clock that advances by them: exact, no 
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -64,6 +65,29 @@ def test_any_unimodal_objective_settles_at_its_minimum(case):
     assert p.value == best
     measured = [d["value"] for d in ctrl.decisions if d["decision"] == "measured"]
     assert len(measured) == len(set(measured)) <= n
+
+
+def test_noisy_windows_grow_until_values_can_be_told_apart():
+    """Per-iteration noise of +-25% around means 6% apart: one window of 8 iterations
+    orders them badly, so windows grow (up to 6x) until the error of the mean is 2%; over
+    30 seeded runs the descent ends at the best far more often than with single windows
+    (100 seeds: 87 against 48)."""
+    means = {1: 1.18, 2: 1.12, 3: 1.06, 4: 1.0, 5: 1.06}
+
+    def found(seed, **kw):
+        rng = np.random.default_rng(seed)
+        clock = Clock()
+        ctrl = Controller(window=8, warmup=1, clock=clock, **kw)
+        p = ctrl.register(point("x", [1, 2, 3, 4, 5], default=1))
+        drive(ctrl, clock, lambda i: means[p.value] * (1 + rng.uniform(-0.25, 0.25)), 600)
+        windows = [d["window"] for d in ctrl.decisions if d["decision"] == "measured"]
+        assert all(8 <= w <= 48 for w in windows), windows
+        return p.value == 4, max(windows)
+
+    grown = [found(seed) for seed in range(30)]
+    single = [found(seed, precision=1e9) for seed in range(30)]
+    assert max(w for _, w in grown) > 8 and max(w for _, w in single) == 8
+    assert sum(ok for ok, _ in grown) >= 22 > sum(ok for ok, _ in single) + 5
 
 
 def test_a_phase_change_sends_it_exploring_again():
