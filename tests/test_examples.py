@@ -14,6 +14,7 @@ RUN = [sys.executable, "-m", "shoal", "run", "-n", "2", "--timeout", "120s"]
 CASES = {  # example: (how it is launched, its arguments, what its output says)
     "hello.py": (RUN, [], "2 PEs on 1 node(s), 8 elements"),
     "checkpoint.py": (RUN, [], "20 iterations, checksum"),
+    "control_pipeline.py": (RUN, ["--iters", "150", "--floats", "65536"], "measured stages="),
     "gossip_service.py": ("mpiexec", [], "busy"),
     "gossip_sweep.py": ([sys.executable], ["--nodes", "64", "--out", "fig.png"],
                         "wrote fig.png"),
