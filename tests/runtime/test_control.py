@@ -70,8 +70,8 @@ def test_any_unimodal_objective_settles_at_its_minimum(case):
 def test_noisy_windows_grow_until_values_can_be_told_apart():
     """Per-iteration noise of +-25% around means 6% apart: one window of 8 iterations
     orders them badly, so windows grow (up to 6x) until the error of the mean is 2%; over
-    30 seeded runs the descent ends at the best far more often than with single windows
-    (100 seeds: 87 against 48)."""
+    30 seeded runs the descent ends at the best more often than with single windows
+    (100 seeds: 95 against 68)."""
     means = {1: 1.18, 2: 1.12, 3: 1.06, 4: 1.0, 5: 1.06}
 
     def found(seed, **kw):
@@ -87,7 +87,7 @@ def test_noisy_windows_grow_until_values_can_be_told_apart():
     grown = [found(seed) for seed in range(30)]
     single = [found(seed, precision=1e9) for seed in range(30)]
     assert max(w for _, w in grown) > 8 and max(w for _, w in single) == 8
-    assert sum(ok for ok, _ in grown) >= 22 > sum(ok for ok, _ in single) + 5
+    assert sum(ok for ok, _ in grown) >= 27 > sum(ok for ok, _ in single)
 
 
 def test_a_phase_change_sends_it_exploring_again():

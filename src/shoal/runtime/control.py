@@ -26,12 +26,14 @@ cycles at least (``lb_every = 8`` balances once per 8 iterations: a window of 16
 steps, as a run with that value does), and goes on a cycle at a time, up to ``longest`` (6)
 windows, while the standard error of the mean over its cycles is above ``precision`` (2%) of
 it: one short window cannot order values a few percent apart on a noisy machine (with
-+-25% noise per iteration on values 6% apart, one window of 8 found the best in 48 of 100
-seeded runs, windows grown to a 2% error in 87, after a median of 245 iterations instead
-of 43; ``tests/runtime/test_control.py``). It searches the candidates as a
++-25% noise per iteration on values 6% apart, single windows of 8 found the best in 68 of
+100 seeded runs, windows grown to a 2% error in 95, after a median of 246 iterations
+instead of 52; ``tests/runtime/test_control.py``). It searches the candidates as a
 local descent: measure the value in force, then an unmeasured neighbour of the best value
-measured so far, until both neighbours of the best are measured and worse; then it sets the
-best and settles. Settled, it keeps measuring windows; two windows in a row more than
+measured so far, until both neighbours of the best are measured and worse; a neighbour worse
+by less than twice the standard error of the difference is looked past (the candidate
+beyond it is measured too: a plateau, or an unlucky window); then it sets the best and
+settles. Settled, it keeps measuring windows; two windows in a row more than
 ``drift`` slower than the best seen send it exploring again from the value in force (the
 application changed phase). With several points it explores them in turn, each with the
 others fixed. Every iteration and every decision is kept (:func:`shoal.control_history`),
@@ -135,7 +137,8 @@ class Controller:
         self.skip = 0
         self.active: ControlPoint | None = None  # the point being explored (None: settled)
         self.queue: list[str] = []  # points still to explore in this round
-        self.scores: dict[int, float] = {}  # the active point's measured candidates
+        # the active point's measured candidates: index -> (mean, standard error)
+        self.scores: dict[int, tuple[float, float]] = {}
         self.direction = 1  # of the last move between candidates
         self.best = math.inf  # settled: the best window seen since
         self.high = 0  # settled: windows in a row above best * (1 + drift)
@@ -184,13 +187,13 @@ class Controller:
         needed, cycle = self._needed()
         if len(self.samples) < needed or len(self.samples) % cycle:
             return
-        score, precise = self._score(cycle)
-        if not precise and len(self.samples) < self.longest * needed:
+        score, error = self._score(cycle)
+        if error > self.precision * score and len(self.samples) < self.longest * needed:
             return  # too noisy to tell values apart yet: one more cycle
         self.measured = len(self.samples)
         self.samples = []
         if self.active is not None:
-            self._explored(self.active, score)
+            self._explored(self.active, score, error)
         else:
             self._watch(score)
 
@@ -204,32 +207,44 @@ class Controller:
             cycle = max(cycle, int(q.cycle(q.value, per)))
         return cycle * max(math.ceil(self.window / cycle), 2 if cycle > 1 else 1), cycle
 
-    def _score(self, cycle: int) -> tuple[float, bool]:
-        """The mean time per iteration of the window, and whether it is precise: the
-        standard error of the mean over its cycles within ``precision`` of it."""
+    def _score(self, cycle: int) -> tuple[float, float]:
+        """The mean time per iteration of the window and its standard error over the
+        window's cycles (``precision`` of the mean when there is one cycle only)."""
         n = len(self.samples) // cycle
         means = [sum(self.samples[k * cycle:(k + 1) * cycle]) / cycle for k in range(n)]
         mean = sum(means) / n
         if n < 2:
-            return mean, True
+            return mean, self.precision * mean
         var = sum((m - mean) ** 2 for m in means) / (n - 1)
-        return mean, math.sqrt(var / n) <= self.precision * mean
+        return mean, math.sqrt(var / n)
 
     # ------------------------------------------------------------------ deciding
-    def _explored(self, p: ControlPoint, score: float) -> None:
-        self.scores[p.index] = score
+    def _explored(self, p: ControlPoint, score: float, error: float) -> None:
+        self.scores[p.index] = (score, error)
         self._decide("measured", p, score)
-        best = min(self.scores, key=lambda i: (self.scores[i], i))
-        untried = [i for i in (best - 1, best + 1)
-                   if 0 <= i < len(p.values) and i not in self.scores]
-        if untried:  # on in the direction of the last move while it pays, else back
-            nxt = best + self.direction if best + self.direction in untried else untried[0]
-            self.direction = 1 if nxt > best else -1
-            self._set(p, nxt)
+        scores = self.scores
+        best = min(scores, key=lambda i: (scores[i][0], i))
+        # next: an unmeasured neighbour of the best, on in the direction of the last move
+        # while it pays; else past a neighbour that is not worse beyond the noise (twice
+        # the standard error of the difference: a plateau, or an unlucky window)
+        ahead = [best + self.direction, best - self.direction]
+        untried = [i for i in ahead if 0 <= i < len(p.values) and i not in scores]
+        if not untried:
+            untried = [best + 2 * d for d in (self.direction, -self.direction)
+                       if 0 <= best + 2 * d < len(p.values) and best + 2 * d not in scores
+                       and best + d in scores and not self._worse(best + d, best)]
+        if untried:
+            self.direction = 1 if untried[0] > best else -1
+            self._set(p, untried[0])
             return
         self._set(p, best)
-        self._decide("settled", p, self.scores[best])
+        self._decide("settled", p, scores[best][0])
         self._next_point()
+
+    def _worse(self, i: int, j: int) -> bool:
+        """Is candidate ``i`` slower than ``j`` beyond the noise of their windows?"""
+        (a, ea), (b, eb) = self.scores[i], self.scores[j]
+        return a - b > 2.0 * math.sqrt(ea * ea + eb * eb)
 
     def _watch(self, score: float) -> None:
         self.best = min(self.best, score)

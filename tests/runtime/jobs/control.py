@@ -2,7 +2,7 @@
 app|lb_every [--tune lb_every]``.
 
 ``app``: main registers a point x in 1..6 and each iteration asks an element on PE 1 to
-sleep (|x - 3| + 1) * 8 ms (sleep, not work: the machine's other load barely changes it);
+sleep (|x - 3| + 3) * 8 ms (sleep, not work: the machine's other load changes it little);
 the controller must settle on 3. ``lb_every``: an at_sync array whose first elements work
 longer syncs every iteration, and the controller (``--tune lb_every``) chooses every how
 many sync points to balance; every element runs every iteration, and the steps taken are
@@ -17,12 +17,12 @@ from runner import main
 
 import shoal
 
-N, ITERS = 8, 60
+N, ITERS = 8, 150
 
 
 class Sleeper(shoal.Chare):
     def nap(self, x, done):
-        time.sleep((abs(x - 3) + 1) * 0.008)
+        time.sleep((abs(x - 3) + 3) * 0.008)
         done.send(x)
 
 
@@ -30,12 +30,14 @@ async def app():
     sleeper = shoal.Array(Sleeper, 2)
     x = shoal.control_point("x", [1, 2, 3, 4, 5, 6], effect="3 is best")
     assert x.value == 1
-    for _ in range(80):
+    for _ in range(300):  # (noisy windows grow: on a loaded machine it takes longer)
         done = shoal.future()
         sleeper[1].nap(x.value, done)
         assert await done == x.value
         await shoal.iteration()
-    history = shoal.control_history()
+        history = shoal.control_history()
+        if any(d["decision"] == "settled" for d in history["decisions"]):
+            break
     settled = [d for d in history["decisions"] if d["decision"] == "settled"]
     assert settled and settled[0]["value"] == 3, history["decisions"]
     assert x.value == 3 and history["points"] == {"x": 3}
@@ -52,7 +54,7 @@ class Worker(shoal.Chare):
         self.step()
 
     def step(self):
-        end = time.perf_counter() + (0.004 if self.thisIndex[0] < N // 2 else 0.0005)
+        end = time.perf_counter() + (0.001 if self.thisIndex[0] < N // 2 else 0.0002)
         while time.perf_counter() < end:
             pass
         self.at_sync()
@@ -84,7 +86,8 @@ async def lb_every():
     taken = len(shoal.lb_history())
     assert taken in (steps, steps + 1), (taken, steps, used)
     assert taken < ITERS  # some sync points resumed without a step
-    assert [d["value"] for d in history["decisions"]][:2] == [1, 2], history["decisions"]
+    measured = [d["value"] for d in history["decisions"] if d["decision"] == "measured"]
+    assert measured[:2] == [1, 2], history["decisions"]
     return taken
 
 
