@@ -38,6 +38,21 @@ import click
 @click.option("--lb-dump", default=None, type=click.Path(file_okay=False),
               help="Write each balancing step's database into this directory "
                    "(step-0001.npz, ...; read them with shoal lb simulate).")
+@click.option("--power-threshold", default=None, metavar="TEMP",
+              help="EMULATED DVFS (no real sensor or governor is used): a thermal model per "
+                   "core and a controller that keeps each under TEMP (e.g. 50C or 122F) by "
+                   "lowering its emulated frequency; the PE duty-cycles at that frequency "
+                   "and the balancer weighs it as that speed.")
+@click.option("--power-room", default=None, metavar="TEMP",
+              help="The emulated room temperature (default 74F = 23.3C).")
+@click.option("--power-every", default=None, metavar="TIME",
+              help="How often each PE reads its emulated temperature and sets its "
+                   "frequency (default 1s).")
+@click.option("--power-spread", default=None, type=float,
+              help="How much the cores' emulated cooling differs (fraction of the thermal "
+                   "resistance, default 0.4).")
+@click.option("--power-monitor", is_flag=True,
+              help="Emulate the temperatures at nominal frequency, no control (a baseline).")
 @click.option("--trace", default=None, type=click.Path(dir_okay=False),
               help="Write the run's per-PE timeline to this file (Chrome trace format: "
                    "open it in Perfetto; shoal lb plot draws loads per iteration from it).")
@@ -71,7 +86,8 @@ import click
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
         lb_period: str | None, lb_machine: str | None, lb_costs: str | None,
-        lb_dump: str | None,
+        lb_dump: str | None, power_threshold: str | None, power_room: str | None,
+        power_every: str | None, power_spread: float | None, power_monitor: bool,
         trace: str | None, restart: str | None,
         restarts: int, shrink: bool, every: str | None, checkpoint_dir: str | None, ft: bool,
         kills: tuple[str, ...], jobdir: str | None, program: str,
@@ -113,6 +129,8 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
 
         read_manifest(restart, verify=True)  # a damaged checkpoint: one line, exit 2
     period = None if lb_period is None else parse_duration(lb_period, "--lb-period")
+    power = _power_settings(power_threshold, power_room, power_every, power_spread,
+                            power_monitor)
     seconds = None if every is None else parse_duration(every, "--checkpoint-every")
     for flag, value in (("--lb-period", period), ("--checkpoint-every", seconds)):
         if value is not None and value <= 0:
@@ -123,7 +141,7 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
         lb=strategy, lb_auto=lb_auto, lb_machine=lb_machine, lb_costs=lb_costs,
         lb_period=period,
         lb_dump=lb_dump, trace=trace, restart=restart, checkpoint_every=seconds,
-        checkpoint_dir=checkpoint_dir)}
+        checkpoint_dir=checkpoint_dir, **power)}
     if ft:
         from shoal.launch import ft_environment
 
@@ -137,6 +155,30 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
         os.path.abspath(checkpoint_dir), RESIZE_DIR)
     sys.exit(supervise(nprocs, [program, *args], env, restarts=restarts, shrink=shrink,
                        kills=failures, timeout=limit, jobdir=jobdir, resize_dir=resize_dir))
+
+
+def _power_settings(threshold: str | None, room: str | None, every: str | None,
+                    spread: float | None, monitor: bool) -> dict:
+    """The emulated power settings of ``shoal run``'s flags, checked here (one line, exit 2)
+    rather than by every rank."""
+    from shoal.errors import UsageError
+    from shoal.runtime.power import parse_temperature
+    from shoal.units import parse_duration
+
+    out: dict = {"power_monitor": monitor}
+    if threshold is not None:
+        out["power_threshold"] = parse_temperature(threshold, "--power-threshold")
+    if room is not None:
+        out["power_room"] = parse_temperature(room, "--power-room")
+    if every is not None:
+        out["power_every"] = parse_duration(every, "--power-every")
+        if out["power_every"] <= 0:
+            raise UsageError("--power-every must be longer than 0 s")
+    if spread is not None:
+        if spread < 0:
+            raise UsageError("--power-spread must be >= 0")
+        out["power_spread"] = spread
+    return out
 
 
 def _check_lb(strategy: str | None, machine: str | None, nprocs: int) -> None:

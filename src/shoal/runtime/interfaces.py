@@ -179,6 +179,16 @@ class Balancing(Saving, Protocol):
 
 
 
+class Powered(Protocol):
+    """The emulated power manager (shoal.runtime.power), as the others use it."""
+
+    on: bool
+
+    def speed(self) -> float: ...
+
+    def throttled_seconds(self) -> float: ...
+
+
 class Aggregating(Protocol):
     """The aggregation manager, as the others use it."""
 
@@ -222,6 +232,7 @@ class Core(Saving, Protocol):
     instrument: bool
     cpu_stats: bool
     running: bool
+    freq: float  # the emulated frequency (shoal.runtime.power)
     probe_at: float
     net: Transport
     queue: Queue
@@ -256,6 +267,9 @@ class Core(Saving, Protocol):
 
     @property
     def aggregation(self) -> Aggregating: ...
+
+    @property
+    def power(self) -> Powered: ...
 
     @property
     def guards(self) -> Guarding: ...
