@@ -36,6 +36,9 @@ def jacobi(u: np.ndarray) -> np.ndarray:
 
 
 class Block(shoal.Chare):
+    """A block, message-driven (no coroutine): it never waits suspended, so the periodic
+    balancer (``--lb-period``) may move it between any two entry methods."""
+
     def __init__(self, n: int, blocks: int, iters: int, sweeps: int, sync_every: int, done):
         i, j = self.thisIndex
         self.iters, self.sweeps, self.sync_every, self.done = iters, sweeps, sync_every, done
@@ -43,28 +46,41 @@ class Block(shoal.Chare):
         self.u = np.zeros((h + 2, h + 2))
         if i == 0:
             self.u[0, :] = 1.0  # the fixed top boundary lives in the top ghost row
-        links = []  # (neighbour, what to send, where received data goes)
-        if i > 0:
-            links.append(((i - 1, j), (1, slice(1, -1)), (0, slice(1, -1))))
-        if i < blocks - 1:
-            links.append(((i + 1, j), (-2, slice(1, -1)), (-1, slice(1, -1))))
-        if j > 0:
-            links.append(((i, j - 1), (slice(1, -1), 1), (slice(1, -1), 0)))
-        if j < blocks - 1:
-            links.append(((i, j + 1), (slice(1, -1), -2), (slice(1, -1), -1)))
-        self.links = [(shoal.Channel(self, self.thisProxy[k]), src, dst)
-                      for k, src, dst in links]
+        self.links = []  # (neighbour, what to send it)
+        self.into = {}  # neighbour -> where its ghost layer goes
+        for k, src, dst, ok in (((i - 1, j), (1, slice(1, -1)), (0, slice(1, -1)), i > 0),
+                                ((i + 1, j), (-2, slice(1, -1)), (-1, slice(1, -1)),
+                                 i < blocks - 1),
+                                ((i, j - 1), (slice(1, -1), 1), (slice(1, -1), 0), j > 0),
+                                ((i, j + 1), (slice(1, -1), -2), (slice(1, -1), -1),
+                                 j < blocks - 1)):
+            if ok:
+                self.links.append((k, src))
+                self.into[k] = dst
+        self.inbox: dict[int, dict] = {}  # iteration -> {neighbour: ghost layer}
         self.it = 0
 
     def start(self):
-        self.thisProxy[self.thisIndex].step()
+        self.send_ghosts()
 
-    async def step(self):
+    def send_ghosts(self):
+        for k, src in self.links:
+            self.thisProxy[k].ghost(self.it, self.thisIndex, self.u[src].copy())
+        self.advance()
+
+    def ghost(self, it, sender, layer):
+        self.inbox.setdefault(it, {})[sender] = layer
+        self.advance()
+
+    def advance(self):
+        """The iteration, once every neighbour's ghost layer for it is here."""
+        got = self.inbox.get(self.it)
+        if len(self.links) and (got is None or len(got) < len(self.links)):
+            return
+        self.inbox.pop(self.it, None)
         u = self.u
-        for ch, src, _ in self.links:
-            ch.send(u[src].copy())
-        for ch, _, dst in self.links:
-            u[dst] = await ch.recv()
+        for k, layer in (got or {}).items():
+            u[self.into[k]] = layer
         scratch = np.empty_like(u[1:-1, 1:-1])
         for _ in range(self.sweeps - 1):  # (extra work of the same cost: the grain)
             scratch[...] = jacobi(u)
@@ -75,10 +91,10 @@ class Block(shoal.Chare):
         elif self.sync_every and self.it % self.sync_every == 0:
             self.at_sync()
         else:
-            self.thisProxy[self.thisIndex].step()
+            self.send_ghosts()
 
     def resume_from_sync(self):
-        self.thisProxy[self.thisIndex].step()
+        self.send_ghosts()
 
 
 def summary(history: list[dict], npes: int) -> dict:
