@@ -98,8 +98,9 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     ./.shoal/ when the PEs span nodes (every PE must see it; --jobdir names another).
     Launching `python PROGRAM` directly (srun --mpi=pmi2, mpiexec) works too: the flags
     below are then the environment variables SHOAL_LB, SHOAL_LB_AUTO=1, SHOAL_LB_PERIOD,
-    SHOAL_LB_MACHINE, SHOAL_LB_DUMP, SHOAL_TRACE, SHOAL_RESTART, SHOAL_CHECKPOINT_EVERY
-    and SHOAL_CHECKPOINT_DIR, or the keywords of shoal.start (lb=, trace=, ...; see
+    SHOAL_LB_MACHINE, SHOAL_LB_DUMP, SHOAL_TRACE, SHOAL_RESTART, SHOAL_CHECKPOINT_EVERY,
+    SHOAL_CHECKPOINT_DIR and SHOAL_POWER_THRESHOLD, _ROOM, _EVERY, _SPREAD, _MONITOR=1, or
+    the keywords of shoal.start (lb=, trace=, ...; see
     shoal.options). Everything after PROGRAM is the program's (shoal run -n 2 prog.py -n
     3: the program sees -n 3). The job ends once the program's main has returned and no
     work is left, or at shoal.exit(). While it runs, `shoal ctl JOBDIR shrink N` / `expand
