@@ -196,8 +196,9 @@ class Power:
         self.control = self.threshold is not None
         self.every = options.power_every
         room = ROOM if options.power_room is None else options.power_room
-        base = ThermalModel(room=room)
-        self.model = base.scaled(rt.pe, rt.npes, options.power_spread)
+        self.spread = options.power_spread
+        self.base = ThermalModel(room=room)
+        self.model = self.base  # this PE's own once it starts (its R)
         self.controller = (None if self.threshold is None
                            else Controller(self.threshold))
         if self.control and self.threshold is not None and self.threshold <= room:
@@ -216,6 +217,7 @@ class Power:
         if not self.rt.instrument:
             raise UsageError("power emulation slows entry methods as it times them: it "
                              "needs instrument=True")
+        self.model = self.base.scaled(self.rt.pe, self.rt.npes, self.spread)
         self.t0 = self.t_mark = time.perf_counter()
         self.idle_mark = self.rt.idle_seconds()
         self._record(0.0, 0.0)
