@@ -22,7 +22,11 @@ For each: wall time, the timing penalty (time / Base's median time - 1), the max
 emulated temperature over PEs, the mean emulated frequency of each PE, LB steps and
 migrations; medians (min-max) over --runs rounds, the variants interleaved in each round.
 
-Usage: python benchmarks/power.py [--runs 3] [--iters 600] [--pes 2]
+``--sleep-work MS`` makes each block's work a sleep of MS ms inside its entry method (see the
+example): the PE is held as by computing, but no CPU is taken, so the figures do not move
+with whatever else runs on the machine (the runtime's own work still does).
+
+Usage: python benchmarks/power.py [--runs 3] [--iters 600] [--pes 2] [--sleep-work MS]
 """
 
 import argparse
@@ -60,7 +64,8 @@ def run(name: str, args: argparse.Namespace, out: Path) -> dict:
                                                                      "SHOAL_POWER"))}
     env.update(env_extra)
     cmd = [*mpiexec(), "-n", str(args.pes), sys.executable, str(APP), "--iters",
-           str(args.iters), "--sync-every", str(sync_every), "--json", str(out)]
+           str(args.iters), "--sync-every", str(sync_every), "--json", str(out),
+           "--sleep-work", str(args.sleep_work)]
     subprocess.run(cmd, env=env, check=True, timeout=1800, capture_output=True, text=True)
     return json.loads(out.read_text())
 
@@ -77,6 +82,9 @@ def main() -> None:
     ap.add_argument("--pes", type=int, default=2)
     ap.add_argument("--sync-every", type=int, default=10,
                     help="MetaTemp's iterations between AtSync points")
+    ap.add_argument("--sleep-work", type=float, default=0.0, metavar="MS",
+                    help="emulated work: each block sleeps MS ms per iteration instead of "
+                         "its extra sweeps (timings free of the machine's other load)")
     ap.add_argument("--only", nargs="*", choices=list(VARIANTS), help="run these only")
     args = ap.parse_args()
     names = args.only or list(VARIANTS)
@@ -92,8 +100,10 @@ def main() -> None:
                       f"{'/'.join(f'{f:.2f}' for f in d['mean_freq'])}, "
                       f"{len(d['lb'])} LB steps", flush=True)
                 loads.append(os.getloadavg()[0])
+    work = (f"emulated work of {args.sleep_work:g} ms per block and iteration (a sleep)"
+            if args.sleep_work else "numpy sweeps")
     print(f"\nEMULATED power (shoal.runtime.power): {args.pes} PEs, Jacobi 2048^2 in 8x8 "
-          f"blocks, {args.iters} iterations, threshold {THRESHOLD:g} C, room 23.3 C; "
+          f"blocks, {work}, {args.iters} iterations, threshold {THRESHOLD:g} C, room 23.3 C; "
           f"medians (min-max) of {args.runs} runs; load average (1 min) during the runs "
           f"{min(loads):.2f}-{max(loads):.2f} on {os.cpu_count()} cores")
     base = statistics.median(d["elapsed"] for d in res["Base"]) if "Base" in res else None

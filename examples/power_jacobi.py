@@ -13,7 +13,10 @@ utilisation, and a PE at frequency f duty-cycles):
     shoal run -n 2 --power-threshold 50C --lb auto examples/power_jacobi.py --sync-every 20
                                                                               # MetaTemp
 
-Without ``--sync-every`` the blocks never call ``at_sync()`` (balancing, if any, is
+``--sleep-work MS`` replaces the extra sweeps by a sleep of MS milliseconds inside the entry
+method: emulated work, which holds the PE as computing would (the runtime counts it busy,
+the duty-cycle slows it) but takes no CPU, so the timings do not depend on other programs
+on the machine. Without ``--sync-every`` the blocks never call ``at_sync()`` (balancing, if any, is
 periodic: ``--lb-period``); with it, every K iterations. Prints the time, the emulated
 maximum temperature per PE and the mean emulated frequency; ``--json FILE`` writes them with
 every reading (``shoal.power_history()``) and balancing step, for benchmarks/power.py.
@@ -39,9 +42,11 @@ class Block(shoal.Chare):
     """A block, message-driven (no coroutine): it never waits suspended, so the periodic
     balancer (``--lb-period``) may move it between any two entry methods."""
 
-    def __init__(self, n: int, blocks: int, iters: int, sweeps: int, sync_every: int, done):
+    def __init__(self, n: int, blocks: int, iters: int, sweeps: int, sync_every: int, done,
+                 sleep_work: float = 0.0):
         i, j = self.thisIndex
         self.iters, self.sweeps, self.sync_every, self.done = iters, sweeps, sync_every, done
+        self.sleep_work = sleep_work
         h = n // blocks
         self.u = np.zeros((h + 2, h + 2))
         if i == 0:
@@ -81,9 +86,12 @@ class Block(shoal.Chare):
         u = self.u
         for k, layer in (got or {}).items():
             u[self.into[k]] = layer
-        scratch = np.empty_like(u[1:-1, 1:-1])
-        for _ in range(self.sweeps - 1):  # (extra work of the same cost: the grain)
-            scratch[...] = jacobi(u)
+        if self.sleep_work:  # emulated work: the PE is held as if busy, no CPU taken
+            time.sleep(self.sleep_work)
+        else:
+            scratch = np.empty_like(u[1:-1, 1:-1])
+            for _ in range(self.sweeps - 1):  # (extra work of the same cost: the grain)
+                scratch[...] = jacobi(u)
         u[1:-1, 1:-1] = jacobi(u)
         self.it += 1
         if self.it == self.iters:
@@ -114,7 +122,7 @@ async def main(args: argparse.Namespace):
     done = shoal.future()
     blocks = shoal.Array(Block, (args.blocks, args.blocks), at_sync=args.sync_every > 0,
                          args=(args.n, args.blocks, args.iters, args.sweeps,
-                               args.sync_every, done))
+                               args.sync_every, done, args.sleep_work / 1e3))
     t0 = time.perf_counter()
     blocks.start()
     checksum = await done
@@ -144,6 +152,10 @@ def _arguments() -> argparse.Namespace:
     ap.add_argument("--sweeps", type=int, default=4, help="sweeps per block and iteration")
     ap.add_argument("--sync-every", type=int, default=0,
                     help="iterations between at_sync() calls (0: none)")
+    ap.add_argument("--sleep-work", type=float, default=0.0, metavar="MS",
+                    help="instead of the extra sweeps, each block sleeps MS milliseconds per "
+                         "iteration inside its entry method (emulated work: the timings do "
+                         "not depend on what else the machine runs)")
     ap.add_argument("--json", help="write the results and every reading here")
     args = ap.parse_args()
     if args.n % args.blocks:
