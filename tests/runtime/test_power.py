@@ -182,3 +182,25 @@ def test_power_options():
         Options.build({"power_threshold": "hot"})
     with pytest.raises(UsageError, match="power_spread must be a number >= 0"):
         Options.build({"power_spread": -1})
+
+
+def test_the_balancers_speed_is_the_frequency_averaged_since_the_last_step(monkeypatch):
+    """2 s at 1.0 then 6 s at 0.6 since the last step: speed 0.7; then a fresh average."""
+    from types import SimpleNamespace
+
+    from shoal.options import Powering
+    from shoal.runtime import power
+
+    clock = [100.0]
+    monkeypatch.setattr(power.time, "perf_counter", lambda: clock[0])
+    rt = SimpleNamespace(freq=1.0, pe=0, npes=1, instrument=True, running=True,
+                         idle_seconds=lambda: 0.0, after=lambda *a: None,
+                         send=lambda *a: None)
+    p = power.Power(rt, Powering(power_monitor=True))
+    p.start()
+    clock[0] += 2.0
+    p.set_frequency(0.6)
+    clock[0] += 6.0
+    assert p.speed() == pytest.approx(0.7)
+    clock[0] += 3.0
+    assert p.speed() == pytest.approx(0.6)

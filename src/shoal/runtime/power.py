@@ -37,9 +37,10 @@ give is the emulation's:
   are well below the threshold").
 
 The balancer sees a PE at ``f`` as a PE of speed ``f``: its ``speed`` in the database is
-the set frequency (:meth:`Power.speed`), not the probe ``_speed()`` of the driver, whose
-50 µs loop never spans a duty-cycle sleep and would measure 1.0 (on a real clocked-down
-core it would measure ``f``), and the emulated speed is exact where the probe's is noisy
+the set frequency (:meth:`Power.speed`: its mean over time since the last step), not the
+probe ``_speed()`` of the driver, whose 50 µs loop never spans a duty-cycle sleep and would
+measure 1.0 (on a real clocked-down core it would measure ``f``), and the emulated speed is
+exact where the probe's is noisy
 (the driver's 15% band of equal speeds is not applied to it). Loads measured on that PE are
 ``t / f``; the database scales them back to nominal seconds, so the strategy gives the PE
 ``f`` of a nominal PE's work. The duty-cycle sleeps are not counted as background time
@@ -205,6 +206,7 @@ class Power:
             raise UsageError(f"power_threshold {self.threshold:g} C is not above the room "
                              f"temperature {room:g} C")
         self.throttle = Throttle(rt)
+        self.freq_area = self.freq_span = self.freq_mark = 0.0  # time-averaged frequency
         self.level = 0
         self.temp = room
         self.t0 = self.t_mark = self.idle_mark = 0.0
@@ -218,14 +220,35 @@ class Power:
             raise UsageError("power emulation slows entry methods as it times them: it "
                              "needs instrument=True")
         self.model = self.base.scaled(self.rt.pe, self.rt.npes, self.spread)
-        self.t0 = self.t_mark = time.perf_counter()
+        self.t0 = self.t_mark = self.freq_mark = time.perf_counter()
         self.idle_mark = self.rt.idle_seconds()
         self._record(0.0, 0.0)
         self.rt.after(self.every, self._tick)
 
     def speed(self) -> float:
-        """This PE's speed for the balancer: its emulated frequency (see the module doc)."""
-        return float(self.rt.freq)
+        """This PE's speed for the balancer: its emulated frequency (see the module doc),
+        averaged over time since the last call (the last balancing step). The controller
+        moves a hot core between two steps of the ladder every few seconds; the mean over
+        the period the loads were measured in predicts the next period better than the
+        step the core happens to be at (the recent past predicts the near future, as for
+        the loads)."""
+        self._integrate()
+        area, span = self.freq_area, self.freq_span
+        self.freq_area = self.freq_span = 0.0
+        return area / span if span > 0 else float(self.rt.freq)
+
+    def _integrate(self) -> None:
+        """Add the time since the last call at the current frequency to the average's sums."""
+        now = time.perf_counter()
+        if self.freq_mark:
+            self.freq_area += float(self.rt.freq) * (now - self.freq_mark)
+            self.freq_span += now - self.freq_mark
+        self.freq_mark = now
+
+    def set_frequency(self, f: float) -> None:
+        """Run at ``f`` from now (the time before counts at the frequency it had)."""
+        self._integrate()
+        self.rt.freq = f
 
     def throttled_seconds(self) -> float:
         """Seconds this PE slept duty-cycling (not background: its own slow clock)."""
@@ -244,6 +267,7 @@ class Power:
         self.temp = self.model.advance(self.temp, self.model.power(f, util), wall)
         if self.controller is not None:
             self.level = self.controller.next(self.level, self.temp, self.temp - before)
+            self._integrate()
             self.rt.freq = self.controller.steps[self.level]
         self._record(now - self.t0, util)
         self.rt.after(self.every, self._tick)
@@ -289,4 +313,4 @@ def set_frequency(f: float) -> None:
     if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 < f <= 1.0:
         raise UsageError(f"set_frequency: f is a fraction of the nominal frequency, "
                          f"0 < f <= 1, not {f!r}")
-    current().freq = float(f)
+    current().power.set_frequency(float(f))
