@@ -14,10 +14,12 @@ utilisation, and a PE at frequency f duty-cycles):
                                                                               # MetaTemp
 
 ``--sleep-work MS`` replaces the extra sweeps by a sleep of MS milliseconds inside the entry
-method: emulated work, which holds the PE as computing would (the runtime counts it busy,
-the duty-cycle slows it) but takes no CPU, so the timings do not depend on other programs
-on the machine. Without ``--sync-every`` the blocks never call ``at_sync()`` (balancing, if any, is
-periodic: ``--lb-period``); with it, every K iterations. Prints the time, the emulated
+method (``shoal.runtime.power.emulated_work``): emulated work, which holds the PE as
+computing would (the runtime counts it busy and as the PE's own time, not another
+process's; the duty-cycle slows it) but takes no CPU, so the timings do not depend on
+other programs on the machine. Without ``--sync-every`` the blocks never call
+``at_sync()`` (balancing, if any, is periodic: ``--lb-period``); with it, every K
+iterations. Prints the time, the emulated
 maximum temperature per PE and the mean emulated frequency; ``--json FILE`` writes them with
 every reading (``shoal.power_history()``) and balancing step, for benchmarks/power.py.
 """
@@ -31,6 +33,7 @@ import time
 import numpy as np
 
 import shoal
+from shoal.runtime.power import emulated_work
 
 
 def jacobi(u: np.ndarray) -> np.ndarray:
@@ -87,7 +90,7 @@ class Block(shoal.Chare):
         for k, layer in (got or {}).items():
             u[self.into[k]] = layer
         if self.sleep_work:  # emulated work: the PE is held as if busy, no CPU taken
-            time.sleep(self.sleep_work)
+            emulated_work(self.sleep_work)
         else:
             scratch = np.empty_like(u[1:-1, 1:-1])
             for _ in range(self.sweeps - 1):  # (extra work of the same cost: the grain)

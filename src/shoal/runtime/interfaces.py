@@ -190,6 +190,8 @@ class Powered(Protocol):
 
     def throttled_seconds(self) -> float: ...
 
+    def own_sleep(self, seconds: float) -> None: ...
+
 
 class Aggregating(Protocol):
     """The aggregation manager, as the others use it."""

@@ -207,6 +207,7 @@ class Power:
                              f"temperature {room:g} C")
         self.throttle = Throttle(rt)
         self.freq_area = self.freq_span = self.freq_mark = 0.0  # time-averaged frequency
+        self.worked = 0.0  # seconds slept in emulated_work
         self.level = 0
         self.temp = room
         self.t0 = self.t_mark = self.idle_mark = 0.0
@@ -251,8 +252,13 @@ class Power:
         self.rt.freq = f
 
     def throttled_seconds(self) -> float:
-        """Seconds this PE slept duty-cycling (not background: its own slow clock)."""
-        return self.throttle.slept
+        """Seconds this PE slept duty-cycling or in :func:`emulated_work` (not background:
+        its own slow clock, its own work)."""
+        return self.throttle.slept + self.worked
+
+    def own_sleep(self, seconds: float) -> None:
+        """``seconds`` of :func:`emulated_work` slept."""
+        self.worked += seconds
 
     def _tick(self) -> None:
         if not self.rt.running:
@@ -314,3 +320,18 @@ def set_frequency(f: float) -> None:
         raise UsageError(f"set_frequency: f is a fraction of the nominal frequency, "
                          f"0 < f <= 1, not {f!r}")
     current().power.set_frequency(float(f))
+
+
+def emulated_work(seconds: float) -> None:
+    """Inside an entry method: hold this PE for ``seconds`` as computing would, without
+    taking the CPU (a sleep), and count that time as the PE's own, not as background time
+    (time another process took from the core), which would lower its capacity in the
+    balancer. For benchmarks on a machine shared with other programs: the work's duration
+    does not depend on them. Like real work, it is charged ``t / f`` and slowed by the
+    duty-cycle at an emulated frequency ``f``."""
+    from shoal.runtime.context import current
+
+    rt = current()
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    rt.power.own_sleep(time.perf_counter() - t0)
