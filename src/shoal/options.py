@@ -11,6 +11,7 @@ one documented table of keys, and mpi4py's ``rc``, read once before MPI starts.)
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,7 +27,8 @@ RESTART_ENV = "SHOAL_RESTART"
 @dataclass(frozen=True)
 class Setting:
     """One setting: ``name`` (keyword), ``env`` (variable, or "" for none), ``kind``
-    (``text``, ``path``, ``flag``, ``seconds``, ``bytes``), its :class:`Options` section."""
+    (``text``, ``path``, ``flag``, ``seconds``, ``bytes``, ``celsius``: a temperature, 50C
+    or 74F, kept in °C; ``number``: a float >= 0), its :class:`Options` section."""
 
     name: str
     env: str
@@ -42,6 +44,11 @@ SETTINGS = (
     Setting("lb_machine", "SHOAL_LB_MACHINE", "text", "balancing"),
     Setting("lb_costs", "SHOAL_LB_COSTS", "text", "balancing"),
     Setting("tune", "SHOAL_TUNE", "text", "balancing"),
+    Setting("power_threshold", "SHOAL_POWER_THRESHOLD", "celsius", "power"),
+    Setting("power_room", "SHOAL_POWER_ROOM", "celsius", "power"),
+    Setting("power_every", "SHOAL_POWER_EVERY", "seconds", "power"),
+    Setting("power_spread", "SHOAL_POWER_SPREAD", "number", "power"),
+    Setting("power_monitor", "SHOAL_POWER_MONITOR", "flag", "power"),
     Setting("checkpoint_every", "SHOAL_CHECKPOINT_EVERY", "seconds", "checkpoint"),
     Setting("checkpoint_dir", "SHOAL_CHECKPOINT_DIR", "path", "checkpoint"),
     Setting("mtbf", "SHOAL_MTBF", "seconds", "checkpoint"),
@@ -67,6 +74,18 @@ class Balancing:
     lb_machine: str | None = None  # the torus of the PEs (TORUS[:CORES|:MAP.csv])
     lb_costs: str | None = None  # netmodel profiles: PROFILE or INTRA,INTER (lb/costs.py)
     tune: str | None = None  # built-in control points the controller tunes (runtime.control)
+
+
+@dataclass(frozen=True)
+class Powering:
+    """The emulated DVFS and thermal model (shoal.runtime.power; no real sensor or
+    governor is touched)."""
+
+    power_threshold: float | None = None  # °C: emulate, and keep cores under this
+    power_room: float | None = None  # °C: the room (default 74 F = 23.33 C)
+    power_every: float = 1.0  # seconds between readings and frequency decisions
+    power_spread: float = 0.4  # the cores' thermal resistances differ by this fraction
+    power_monitor: bool = False  # the thermal model alone, nominal frequency (a baseline)
 
 
 @dataclass(frozen=True)
@@ -98,6 +117,7 @@ class Options:
     """Every setting of one run, by section (frozen: managers read theirs, none writes)."""
 
     balancing: Balancing = field(default_factory=Balancing)
+    power: Powering = field(default_factory=Powering)
     checkpoint: Checkpointing = field(default_factory=Checkpointing)
     tracing: Tracing = field(default_factory=Tracing)
     transport: Transport = field(default_factory=Transport)
@@ -134,8 +154,8 @@ class Options:
                       for name, kind in SECTIONS.items()})
 
 
-SECTIONS = {"balancing": Balancing, "checkpoint": Checkpointing, "tracing": Tracing,
-            "transport": Transport}
+SECTIONS = {"balancing": Balancing, "power": Powering, "checkpoint": Checkpointing,
+            "tracing": Tracing, "transport": Transport}
 
 
 def environment(**values: Any) -> dict[str, str]:
@@ -147,9 +167,12 @@ def environment(**values: Any) -> dict[str, str]:
         s = BY_NAME[name]
         if not s.env:
             raise UsageError(f"setting {name} has no environment variable")
-        out[s.env] = "1" if value is True else repr(float(value)) if s.kind == "seconds" \
+        out[s.env] = "1" if value is True else repr(float(value)) if s.kind in NUMBERS \
             else os.path.abspath(value) if s.kind == "path" else str(value)
     return out
+
+
+NUMBERS = ("seconds", "celsius", "number")  # the kinds whose values are floats
 
 
 def _parsed(s: Setting, text: str) -> Any:
@@ -158,11 +181,16 @@ def _parsed(s: Setting, text: str) -> Any:
         if text not in ("0", "1"):
             raise UsageError(f"{s.env} must be 1 or 0, not {text!r}")
         return text == "1"
-    if s.kind == "seconds":
+    if s.kind == "celsius":
+        from shoal.runtime.power import parse_temperature
+
+        return parse_temperature(text, s.env)
+    if s.kind in ("seconds", "number"):
         try:
             return float(text)
         except ValueError:
-            raise UsageError(f"{s.env} must be a number of seconds, not {text!r}") from None
+            unit = " of seconds" if s.kind == "seconds" else ""
+            raise UsageError(f"{s.env} must be a number{unit}, not {text!r}") from None
     return text
 
 
@@ -176,6 +204,8 @@ def _checked(s: Setting, value: Any, where: str) -> Any:
             raise UsageError(f"{where} must be a number of seconds "
                              f"{'>= 0' if s.name == 'poll_spin' else '> 0'}, not {value!r}")
         return float(value)
+    if s.kind in ("celsius", "number"):
+        return _number(s, value, where)
     if s.kind == "bytes":
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise UsageError(f"{where} must be a whole number of bytes >= 0, not {value!r}")
@@ -187,3 +217,18 @@ def _checked(s: Setting, value: Any, where: str) -> Any:
     if value is not None and not isinstance(value, (str, os.PathLike)):
         raise UsageError(f"{where} must be text, not {value!r}")
     return None if value is None else os.fspath(value)
+
+
+def _number(s: Setting, value: Any, where: str) -> float | None:
+    """A ``celsius`` or ``number`` setting's value (a temperature's text read as °C)."""
+    if isinstance(value, str) and s.kind == "celsius":
+        from shoal.runtime.power import parse_temperature
+
+        value = parse_temperature(value, where)
+    if value is None:
+        return None
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or (s.kind == "number" and value < 0):
+        what = "temperature (50C, 74F)" if s.kind == "celsius" else "number >= 0"
+        raise UsageError(f"{where} must be a {what}, not {value!r}")
+    return float(value)

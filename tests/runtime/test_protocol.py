@@ -27,7 +27,7 @@ def handler_owners(rt: Runtime) -> dict[str, object]:
     return {"core": rt, **{name: getattr(rt, name) for name in
                              ("location", "migration", "broadcasts", "reductions",
                               "sections", "quiescence", "pool", "balancer",
-                              "checkpoints", "aggregation")},
+                              "checkpoints", "aggregation", "power")},
               "balancer.grapevine": rt.balancer.grapevine}
 
 
@@ -58,7 +58,8 @@ def test_every_kind_has_exactly_one_handler_and_every_handler_a_kind():
 def test_only_the_runtimes_own_bookkeeping_is_left_out_of_quiescence_counts():
     uncounted = {k.name for k in KINDS if not k.counted}
     assert uncounted == {"LOC", "HOME", "DELETED", "QD_ASK", "QD_REPLY", "EXIT",
-                         "CKPT_WRITE", "CKPT_DONE", "CKPT_COPY", "CKPT_COMMIT", "AGG_LOC"}
+                         "CKPT_WRITE", "CKPT_DONE", "CKPT_COPY", "CKPT_COMMIT", "AGG_LOC",
+                         "POWER"}  # (an emulated temperature reading to PE 0)
     assert protocol.COUNTED == tuple(k.counted for k in KINDS)
 
 

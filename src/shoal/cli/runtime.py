@@ -43,6 +43,21 @@ import click
 @click.option("--lb-dump", default=None, type=click.Path(file_okay=False),
               help="Write each balancing step's database into this directory "
                    "(step-0001.npz, ...; read them with shoal lb simulate).")
+@click.option("--power-threshold", default=None, metavar="TEMP",
+              help="EMULATED DVFS (no real sensor or governor is used): a thermal model per "
+                   "core and a controller that keeps each under TEMP (e.g. 50C or 122F) by "
+                   "lowering its emulated frequency; the PE duty-cycles at that frequency "
+                   "and the balancer weighs it as that speed.")
+@click.option("--power-room", default=None, metavar="TEMP",
+              help="The emulated room temperature (default 74F = 23.3C).")
+@click.option("--power-every", default=None, metavar="TIME",
+              help="How often each PE reads its emulated temperature and sets its "
+                   "frequency (default 1s).")
+@click.option("--power-spread", default=None, type=float,
+              help="How much the cores' emulated cooling differs (fraction of the thermal "
+                   "resistance, default 0.4).")
+@click.option("--power-monitor", is_flag=True,
+              help="Emulate the temperatures at nominal frequency, no control (a baseline).")
 @click.option("--trace", default=None, type=click.Path(dir_okay=False),
               help="Write the run's per-PE timeline to this file (Chrome trace format: "
                    "open it in Perfetto; shoal lb plot draws loads per iteration from it).")
@@ -81,6 +96,8 @@ import click
 def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
         lb_period: str | None, lb_machine: str | None, lb_costs: str | None,
         tune: str | None, lb_dump: str | None, mtbf: str | None,
+        power_threshold: str | None, power_room: str | None,
+        power_every: str | None, power_spread: float | None, power_monitor: bool,
         trace: str | None, restart: str | None,
         restarts: int, shrink: bool, every: str | None, checkpoint_dir: str | None, ft: bool,
         kills: tuple[str, ...], jobdir: str | None, program: str,
@@ -92,15 +109,16 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     Launching `python PROGRAM` directly (srun --mpi=pmi2, mpiexec) works too: the flags below
     are then the environment variables SHOAL_LB, SHOAL_LB_AUTO=1, SHOAL_LB_PERIOD,
     SHOAL_LB_MACHINE, SHOAL_LB_DUMP, SHOAL_TUNE, SHOAL_TRACE, SHOAL_RESTART,
-    SHOAL_CHECKPOINT_EVERY, SHOAL_MTBF and SHOAL_CHECKPOINT_DIR, or the keywords of
-    shoal.start (lb=, trace=, ...; see shoal.options). Everything after PROGRAM is the
-    program's (shoal run -n 2 prog.py -n 3: the program sees -n 3). The job ends once the
-    program's main has returned and no work is left, or at shoal.exit(). While it runs,
-    `shoal ctl JOBDIR shrink N` / `expand N` moves the job to N PEs (at its next
-    shoal.iteration() or AtSync point); the job directory is printed at start. A program
-    uses chare arrays and groups, their sections (arr[0:8, ::2]), guarded entry methods
-    (@shoal.when), the task pool (shoal.pool.map) and aggregation (shoal.Aggregator): see
-    the README's Runtime section. A rank that ends before shoal.start ends the job with its
+    SHOAL_CHECKPOINT_EVERY, SHOAL_MTBF, SHOAL_CHECKPOINT_DIR and SHOAL_POWER_THRESHOLD,
+    _ROOM, _EVERY, _SPREAD, _MONITOR=1, or the keywords of shoal.start (lb=, trace=, ...;
+    see shoal.options). Everything after PROGRAM is the program's (shoal run -n 2 prog.py
+    -n 3: the program sees -n 3). The job ends once the program's main has returned and no
+    work is left, or at shoal.exit(). While it runs, `shoal ctl JOBDIR shrink N` / `expand
+    N` moves the job to N PEs (at its next shoal.iteration() or AtSync point); the job
+    directory is printed at start. A program uses chare arrays and groups, their sections
+    (arr[0:8, ::2]), guarded entry methods (@shoal.when), the task pool (shoal.pool.map),
+    aggregation (shoal.Aggregator) and control points (shoal.control_point): see the
+    README's Runtime section. A rank that ends before shoal.start ends the job with its
     exit code; a rank killed by a signal is named by its PE and host; with --restarts, the
     hosts whose PEs srun saw killed (or Slurm declared failed) are left out of the relaunch."""
     from shoal.options import environment
@@ -122,6 +140,8 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
 
         read_manifest(restart, verify=True)  # a damaged checkpoint: one line, exit 2
     period = None if lb_period is None else parse_duration(lb_period, "--lb-period")
+    power = _power_settings(power_threshold, power_room, power_every, power_spread,
+                            power_monitor)
     seconds = None if every is None else parse_duration(every, "--checkpoint-every")
     failures_apart = None if mtbf is None else parse_duration(mtbf, "--mtbf")
     if failures_apart is not None and seconds is None:
@@ -141,7 +161,7 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
         lb=strategy, lb_auto=lb_auto, lb_machine=lb_machine, lb_costs=lb_costs,
         lb_period=period, tune=tune, mtbf=failures_apart,
         lb_dump=lb_dump, trace=trace, restart=restart, checkpoint_every=seconds,
-        checkpoint_dir=checkpoint_dir)}
+        checkpoint_dir=checkpoint_dir, **power)}
     if ft:
         from shoal.launch import ft_environment
 
@@ -155,6 +175,30 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
         os.path.abspath(checkpoint_dir), RESIZE_DIR)
     sys.exit(supervise(nprocs, [program, *args], env, restarts=restarts, shrink=shrink,
                        kills=failures, timeout=limit, jobdir=jobdir, resize_dir=resize_dir))
+
+
+def _power_settings(threshold: str | None, room: str | None, every: str | None,
+                    spread: float | None, monitor: bool) -> dict:
+    """The emulated power settings of ``shoal run``'s flags, checked here (one line, exit 2)
+    rather than by every rank."""
+    from shoal.errors import UsageError
+    from shoal.runtime.power import parse_temperature
+    from shoal.units import parse_duration
+
+    out: dict = {"power_monitor": monitor}
+    if threshold is not None:
+        out["power_threshold"] = parse_temperature(threshold, "--power-threshold")
+    if room is not None:
+        out["power_room"] = parse_temperature(room, "--power-room")
+    if every is not None:
+        out["power_every"] = parse_duration(every, "--power-every")
+        if out["power_every"] <= 0:
+            raise UsageError("--power-every must be longer than 0 s")
+    if spread is not None:
+        if spread < 0:
+            raise UsageError("--power-spread must be >= 0")
+        out["power_spread"] = spread
+    return out
 
 
 def _check_lb(strategy: str | None, machine: str | None, nprocs: int) -> None:

@@ -328,6 +328,16 @@ def restored() -> Any:
     return current().checkpoints.restored()
 
 
+def power_history() -> list[dict[str, Any]]:
+    """The EMULATED power readings so far (on PE 0, every PE's; empty elsewhere, and when
+    neither ``power_threshold`` nor ``power_monitor`` is set), one record per PE and
+    interval: ``pe``, ``t`` (seconds since the scheduler started), ``temp`` (°C of the
+    emulated thermal model), ``freq`` (the emulated frequency set after the reading),
+    ``util`` (the PE's measured utilisation over the interval) and ``slept`` (seconds it has
+    duty-cycled in all). See :mod:`shoal.runtime.power`: no real sensor is read."""
+    return [dict(r) for r in current().power.history]
+
+
 def lb_history() -> list[dict[str, Any]]:
     """The load-balancing steps so far (on PE 0; empty elsewhere), one record each:
     ``step``, ``strategy``, ``objects``, max/avg load ``before`` the step, ``after_predicted``

@@ -180,6 +180,20 @@ class Balancing(Saving, Protocol):
 
 
 
+class Powered(Protocol):
+    """The emulated power manager (shoal.runtime.power), as the others use it."""
+
+    on: bool
+
+    def speed(self) -> float: ...
+
+    def set_frequency(self, f: float) -> None: ...
+
+    def throttled_seconds(self) -> float: ...
+
+    def own_sleep(self, seconds: float) -> None: ...
+
+
 class Aggregating(Protocol):
     """The aggregation manager, as the others use it."""
 
@@ -223,6 +237,7 @@ class Core(Saving, Protocol):
     instrument: bool
     cpu_stats: bool
     running: bool
+    freq: float  # the emulated frequency (shoal.runtime.power)
     probe_at: float
     net: Transport
     queue: Queue
@@ -258,6 +273,9 @@ class Core(Saving, Protocol):
 
     @property
     def aggregation(self) -> Aggregating: ...
+
+    @property
+    def power(self) -> Powered: ...
 
     @property
     def guards(self) -> Guarding: ...

@@ -61,6 +61,7 @@ from shoal.runtime.migration import Migration
 from shoal.runtime.nodes import NodeMap
 from shoal.runtime.point import ConsistentPoint
 from shoal.runtime.pool import Pool
+from shoal.runtime.power import Power
 from shoal.runtime.protocol import (
     BCAST_REQ,
     COUNTED,
@@ -169,6 +170,7 @@ class Runtime:
         "current",
         "detailed",
         "direct",
+        "freq",
         "instrument",
         "net",
         "pe",
@@ -208,6 +210,9 @@ class Runtime:
         self.instrument = tracing.instrument or self.tracer is not None
         # after each call: its CPU time, its trace event (one test on the hot path for both)
         self.detailed = self.cpu_stats or self.tracer is not None
+        # the PE's emulated frequency, a fraction of nominal (shoal.runtime.power: below 1,
+        # entry methods are charged t / f and the PE duty-cycles)
+        self.freq: float = 1.0
         self.colls: dict[int, Collection] = {}
         self.early: dict[int, list[tuple]] = {}  # envelopes for collections not yet here
         self.futures: dict[int, Future] = {}
@@ -256,6 +261,7 @@ class Runtime:
         self.migration.step_arrived = self.balancer.arrived
         self.checkpoints = Checkpoints(self, options.checkpoint)
         self.aggregation = Aggregation(self)
+        self.power = Power(self, options.power)
         self.handlers = handler_table(self)
 
     # ----------------------------------------------------------------- start and stop
@@ -270,6 +276,7 @@ class Runtime:
                 self.tracer.start(self.net.comm)
             self.checkpoints.start()
             self.balancer.start()
+            self.power.start()
             if self.pe == 0 and main is not None:
                 self.push(0, self._run_main, main, args)
             with collector.tuned():
@@ -633,9 +640,12 @@ class Runtime:
             if st is None:
                 st = slot.stats[name] = [0, 0.0, 0.0]
             st[0] += 1
-            st[1] += _clock() - t0
+            dt = _clock() - t0
+            st[1] += dt
             if self.detailed:
                 self._detail(st, slot, name, t0, c0)
+            if self.freq < 1.0:  # an emulated slower clock (shoal.runtime.power)
+                self.power.throttle.slow(st, dt)
         self.current = self.work_slot = None
         self.work_name = None
         if slot.after:
@@ -666,9 +676,12 @@ class Runtime:
         if st is None:
             st = slot.stats[name] = [0, 0.0, 0.0]
         st[0] += calls
-        st[1] += _clock() - t0
+        dt = _clock() - t0
+        st[1] += dt
         if self.detailed:
             self._detail(st, slot, name, t0, c0)
+        if self.freq < 1.0:
+            self.power.throttle.slow(st, dt)
 
     def _detail(self, st: list[float], slot: Slot, name: str, t0: float, c0: float) -> None:
         """After a call with ``cpu_stats`` or a trace: its CPU time, its event."""

@@ -87,6 +87,7 @@ CKPT_DONE: Final = _kind("CKPT_DONE", "checkpoints.on_done", counted=False)
 CKPT_COPY: Final = _kind("CKPT_COPY", "checkpoints.on_copy", counted=False)
 CKPT_COMMIT: Final = _kind("CKPT_COMMIT", "checkpoints.on_commit", counted=False)
 AGG_LOC: Final = _kind("AGG_LOC", "aggregation.on_loc", counted=False)
+POWER: Final = _kind("POWER", "power.on_report", counted=False)  # an emulated reading
 
 COUNTED: Final[tuple[bool, ...]] = tuple(k.counted for k in KINDS)
 

@@ -1,15 +1,17 @@
 """The main of the job scripts here: ``python TOPIC.py NAME... [--shm BYTES] [--pool-bytes
-BYTES] [--lb STRATEGY] [--lb-period SECONDS] [--lb-dump DIR] [--lb-machine TORUS] [--lb-auto]
-[--cpu-stats] [--trace FILE] [--poll-spin SECONDS] [--tune POINTS]`` runs the named scenarios of
-TOPIC one after another in one runtime; ``--shm`` sets the shared memory per PE (0: large
-buffers by MPI only), ``--pool-bytes`` the bound of its receive buffers, ``--lb``,
-``--lb-period``, ``--lb-dump``, ``--lb-auto`` and ``--lb-machine`` the load balancer, ``--tune``
-the built-in control points the controller tunes, ``--checkpoint-every``, ``--checkpoint-dir``
-and ``--mtbf`` automatic checkpoints, ``--cpu-stats`` loads in CPU seconds,
-``--trace`` the timeline file, ``--poll-spin`` how long an idle PE polls before it sleeps. A
-scenario checks its own results (a failed assert ends the job with the PE and the traceback) and
-may return figures for the test to compare: plain Python values, printed by PE 0 as a literal
-after ``OK NAME``."""
+BYTES] [--lb STRATEGY] [--lb-period SECONDS] [--lb-dump DIR] [--lb-machine TORUS]
+[--lb-auto] [--cpu-stats] [--trace FILE] [--poll-spin SECONDS] [--tune POINTS]
+[--checkpoint-every SECONDS] [--checkpoint-dir DIR] [--mtbf SECONDS] [--power-monitor]`` runs
+the named scenarios of TOPIC one after another in one runtime; ``--shm`` sets the shared
+memory per PE (0: large buffers by MPI only), ``--pool-bytes`` the bound of its receive
+buffers, ``--lb``, ``--lb-period``, ``--lb-dump``, ``--lb-auto`` and ``--lb-machine`` the load
+balancer, ``--tune`` the built-in control points the controller tunes, ``--checkpoint-every``,
+``--checkpoint-dir`` and ``--mtbf`` automatic checkpoints, ``--cpu-stats`` loads in CPU
+seconds, ``--power-monitor`` the emulated thermal model (no control), ``--trace`` the timeline
+file, ``--poll-spin`` how long an idle PE polls before it sleeps. A scenario checks its own
+results (a failed assert ends the job with the PE and the traceback) and may return figures
+for the test to compare: plain Python values, printed by PE 0 as a literal after ``OK
+NAME``."""
 
 import sys
 
@@ -33,7 +35,8 @@ def main(scenarios: dict) -> None:
             k = args.index(flag)
             options[option] = kind(args[k + 1])
             del args[k:k + 2]
-    for flag, option in (("--cpu-stats", "cpu_stats"), ("--lb-auto", "lb_auto")):
+    for flag, option in (("--cpu-stats", "cpu_stats"), ("--lb-auto", "lb_auto"),
+                         ("--power-monitor", "power_monitor")):
         if flag in args:
             args.remove(flag)
             options[option] = True

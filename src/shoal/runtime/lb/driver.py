@@ -159,6 +159,7 @@ class Balancer:
         self.arrivals: dict[int, int] = {}  # step -> elements arrived here for it
         self.expect: dict[int, int] = {}  # step -> elements the root said will arrive
         self.t_mark = self.cpu_mark = self.idle_mark = self.slept_mark = 0.0
+        self.throttled_mark = 0.0
         self.contention = [0.0, 0.0]  # decayed sums: background seconds, seconds wanted
         # the root's state
         self.synced: set[int] = set()  # at_sync collections whose elements all called it
@@ -355,6 +356,7 @@ class Balancer:
         self.cpu_mark = time.process_time()
         self.idle_mark = rt.idle_seconds()
         self.slept_mark = rt.slept_seconds()
+        self.throttled_mark = rt.power.throttled_seconds()
 
     def on_collect(self, env: tuple) -> None:
         _, step, sync = env
@@ -374,8 +376,11 @@ class Balancer:
         now, cpu = time.perf_counter(), time.process_time()
         wall = now - self.t_mark
         slept = rt.slept_seconds() - self.slept_mark
+        # (an emulated slow clock's duty-cycle sleeps are the PE's own, not background)
+        throttled = rt.power.throttled_seconds() - self.throttled_mark
         background = smoothed_background(
-            self.contention, max(0.0, wall - (cpu - self.cpu_mark) - slept), wall - slept, wall)
+            self.contention, max(0.0, wall - (cpu - self.cpu_mark) - slept - throttled),
+            wall - slept, wall)
         idle = rt.idle_seconds() - self.idle_mark
         # Wall seconds in entry methods include the time another process held the core;
         # scaled by this PE's share of the core they are CPU-like seconds, so that the
@@ -397,7 +402,10 @@ class Balancer:
         self._mark_pe()
         return {"pe": rt.pe, "keys": keys, "load": load, "size": size, "migratable": movable,
                 "pos": pos, "wall": wall, "idle": idle, "slept": slept, "background": background,
-                "speed": _speed(),
+                # with emulated DVFS the PE's set frequency: the probe never spans a
+                # duty-cycle sleep (it would read 1.0), and the frequency is exact
+                "speed": rt.power.speed() if rt.power.on else _speed(),
+                "exact_speed": rt.power.on,
                 "edges": edges}
 
     def on_stats(self, env: tuple) -> None:
@@ -688,7 +696,11 @@ def _database(parts: list[dict[str, Any]], npes: int) -> LBDatabase:
     # the probe's resolution: on identical cores of this machine two PEs probing at once
     # differed by up to 14%, and at a step by 20% (0.89 / 1.11 of their mean), which the
     # balancer turned into as much imbalance; a node at 0.7x (Acun14 Fig. 17) is 30% off
-    speed[np.abs(speed - 1.0) < SPEED_BAND] = 1.0
+    # (emulated frequencies, shoal.runtime.power, are exact: no band for them)
+    exact = np.zeros(npes, bool)
+    for part in parts:
+        exact[part["pe"]] = bool(part.get("exact_speed"))
+    speed[(np.abs(speed - 1.0) < SPEED_BAND) & ~exact] = 1.0
     speed /= speed.mean()
     # seconds measured on a slow PE are more than the work they did: in units of the
     # average PE's seconds, an element's load is what it would take anywhere
