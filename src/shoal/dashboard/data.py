@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from shoal.errors import UsageError
+
+
+_reading = threading.Lock()
+"""The server answers in threads; ``shoal.live`` keeps how far it read each file, so one
+thread reads at a time."""
 
 
 def _live() -> Any:
@@ -44,9 +50,10 @@ def cluster(gossip_dir: str | os.PathLike[str] | None, root: Any = None) -> dict
     where = Path(gossip_dir) if gossip_dir is not None else control.default_state_dir()
     try:
         status = control.request(where, {"op": "status"}, timeout=1.0)
-    except UsageError as exc:
+    except UsageError:
         out = _job_hosts(root)
-        out["reason"] = str(exc)
+        out["reason"] = (f"none answers at {where / control.CONTROL}: start one with `shoal "
+                         "gossip daemon`, or give the dashboard its --gossip-state-dir")
         return _finite(out)
     daemon = {key: status.get(key) for key in ("name", "addr", "group", "interval", "window",
                                                 "uptime", "mean_age")}
@@ -61,7 +68,8 @@ def _job_hosts(root: Any) -> dict[str, Any]:
     """No daemon: the hosts of the running jobs, each with its PEs and jobs."""
     hosts: dict[str, dict[str, Any]] = {}
     try:
-        found = _live().jobs(root)
+        with _reading:
+            found = _live().jobs(root)
     except (ImportError, OSError):
         found = []
     for job in found:
@@ -106,13 +114,17 @@ def job_summary(job: dict[str, Any], now: float) -> dict[str, Any]:
 
 def jobs(root: Any = None) -> dict[str, Any]:
     """Every job the registry holds, newest first (``shoal.live.jobs``)."""
+    with _reading:
+        found = _live().jobs(root)
     now = time.time()
-    return _finite({"jobs": [job_summary(j, now) for j in _live().jobs(root)], "now": now})
+    return _finite({"jobs": [job_summary(j, now) for j in found], "now": now})
 
 
 def find_job(root: Any, ident: str) -> dict[str, Any]:
     """The registry's entry of job ``ident``; UsageError (a 404) when there is none."""
-    for job in _live().jobs(root):
+    with _reading:
+        found = _live().jobs(root)
+    for job in found:
         if str(job.get("id")) == ident:
             return dict(job)
     raise UsageError(f"no job {ident!r} in the registry (see /api/jobs for those there are)")
@@ -122,7 +134,8 @@ def job(root: Any, ident: str, since: float = 0.0) -> dict[str, Any]:
     """Job ``ident``: its summary and what its live files hold newer than ``since``: the rows
     of every PE (``pes``: PE number as a string -> rows by time) and its events."""
     found = find_job(root, ident)
-    loaded = _live().load(found["path"], since=since)
+    with _reading:
+        loaded = _live().load(found["path"], since=since)
     meta = dict(found)
     meta.update(loaded.get("job") or {})
     meta["alive"] = found.get("alive", False)

@@ -66,6 +66,7 @@
 
   function duration(s) {
     if (s === null || s === undefined || !isFinite(s)) return "–";
+    if (s > 0 && s < 1) return s < 0.001 ? `${(s * 1e6).toFixed(0)} µs` : `${(s * 1e3).toPrecision(3)} ms`;
     if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + " s";
     const m = Math.floor(s / 60), sec = Math.floor(s % 60);
     if (m < 60) return `${m} min ${String(sec).padStart(2, "0")} s`;
@@ -174,7 +175,7 @@
   // A plot area with axes: x is seconds since t0 over [0, span], y over [0, ymax].
   function frame(svg, opts) {
     const W = opts.width || 1000, H = opts.height || 260;
-    const M = {l: 58, r: 16, t: opts.top || 22, b: 30};
+    const M = {l: opts.width && opts.width < 800 ? 70 : 58, r: 16, t: opts.top || 22, b: 30};
     svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
     svg.setAttribute("class", "chart");
     while (svg.firstChild) svg.removeChild(svg.firstChild);
@@ -217,7 +218,8 @@
   // vertical markers for the job's events on a time chart (labels on the first chart)
   function markers(f, events, t0, labels) {
     const g = sv("g", {class: "markers"}, f.svg);
-    for (const e of events) {
+    const ends = [];  // where each line of labels ends: a label goes on the first free line
+    for (const e of [...events].sort((a, b) => a.t - b.t)) {
       const s = e.t - t0;
       if (!(s >= 0 && s <= f.span * 1.0001)) continue;
       const m = sv("g", {class: `marker ${e.kind}`}, g);
@@ -231,8 +233,11 @@
       sv("line", {x1: f.x(s), x2: f.x(s), y1: f.M.t - 4, y2: f.M.t + f.ph}, m);
       tip(m, eventText(e, t0));
       if (labels) {
-        sv("text", {x: f.x(s) + 3, y: f.M.t - 7 - (e.kind === "lb" ? 0 : 0)}, m,
-           shortEvent(e));
+        const text = shortEvent(e), x = f.x(s) + 3;
+        let line = ends.findIndex((end) => end < x);
+        if (line < 0) line = ends.length;
+        ends[line] = x + 6.2 * text.length;
+        sv("text", {x, y: f.M.t - 7 - 12 * line}, m, text);
       }
     }
   }
@@ -285,7 +290,11 @@
     sv("rect", {x: 0, y: 1, width: 110 * Math.min((node.shoal || 0) / cores, 1), height: 10,
                 fill: "#24466b", rx: 2}, svg);
     tip(svg, `${num(node.busy)} of ${cores} cores busy, ${num(node.shoal || 0)} by shoal jobs`);
-    return svg;
+    const box = el("span");
+    box.appendChild(svg);
+    el("span", {class: "busy-text"}, box, ` ${num(node.busy)}` +
+       (node.shoal ? ` (shoal ${num(node.shoal)})` : ""));
+    return box;
   }
 
   function drawGossip(main, c) {
@@ -298,6 +307,15 @@
        `: ${c.nodes.length} nodes, ${counts.alive} alive, ${counts.suspect} suspect, ` +
        `${counts.dead} dead; mean age ${d.mean_age == null ? "–" : duration(d.mean_age)}` +
        (c.suspect_after ? `, suspected after ${duration(c.suspect_after)}` : "") + ".");
+    const k = el("div", {class: "kpis"}, main);
+    const live = c.nodes.filter((n) => n.state !== "dead");
+    const sum = (f) => live.reduce((a, n) => a + (f(n) || 0), 0);
+    kpi(k, "nodes alive", `${counts.alive} / ${c.nodes.length}`, "kpi-nodes");
+    kpi(k, "cores busy (not dead nodes)", `${num(sum((n) => n.busy))} / ${sum((n) => n.cores)}`,
+        "kpi-busy");
+    kpi(k, "cores busy with shoal jobs", num(sum((n) => n.shoal)), "kpi-shoal");
+    kpi(k, "free memory", bytes(sum((n) => n.free_mem)), "kpi-mem");
+    kpi(k, "shoal PEs", String(sum((n) => n.pes)), "kpi-pes");
     const body = table(main, "nodes", ["~node", "~address", "~state", "age", "load 1/5/15",
                                        "~busy cores", "cores", "free memory", "jobs", "PEs",
                                        "~keys"]);
@@ -328,7 +346,7 @@
 
   function drawJobHosts(main, c) {
     el("p", {class: "meta", id: "cluster-source"}, main,
-       "No gossip daemon answers here" + (c.reason ? ` (${c.reason})` : "") +
+       "No gossip daemon here" + (c.reason ? ` (${c.reason})` : "") +
        ": the nodes of the running jobs.");
     if (!c.nodes.length) {
       el("p", {class: "empty-note"}, main, "No job is running.");
@@ -489,7 +507,7 @@
   function drawProfile(svg, state, col, sel, t) {
     const nb = binCount(state, t.span);
     const {bins, width} = binRows(state, sel, t.t0, t.span, nb);
-    const f = frame(svg, {span: t.span, ymax: 100, yfmt: (v) => `${v}%`, height: 280, top: 30,
+    const f = frame(svg, {span: t.span, ymax: 100, yfmt: (v) => `${v}%`, height: 300, top: 46,
                           ylabel: sel === "all" ? "% of all PEs' time" : `% of PE ${sel}'s time`});
     const bw = Math.max(f.pw / nb, 0.5);
     bins.forEach((b, i) => {
@@ -617,7 +635,7 @@
       ? b[k] / (b.dt / b.pes.size) : null)));
     let ymax = 0;
     for (const s of series) for (const v of s) if (v !== null) ymax = Math.max(ymax, v);
-    const f = frame(svg, {span: t.span, ymax: ymax > 0 ? ymax * 1.1 : 1, height: 200,
+    const f = frame(svg, {span: t.span, ymax: ymax > 0 ? ymax * 1.1 : 1, height: 240, width: 560,
                           yfmt: kind === "bytes" ? (v) => bytes(v) + "/s" : (v) => rate(v) + "/s",
                           ylabel: kind === "bytes" ? "bytes per second" : "messages per second"});
     const width = t.span / nb;
@@ -629,7 +647,7 @@
       });
       const path = sv("path", {d, stroke: colour, class: `series ${keys[k]}`}, f.plot);
       path.dataset.series = keys[k];
-      sv("text", {x: f.M.l + 8 + k * 130, y: f.M.t - 8, fill: colour}, f.svg,
+      sv("text", {x: f.M.l + 8 + k * 110, y: f.M.t - 8, fill: colour}, f.svg,
          keys[k].replace("_", " "));
     });
     markers(f, [...state.events.values()], t.t0, false);
@@ -657,7 +675,7 @@
     });
     let ymax = 1;
     for (const v of values) if (v !== null) ymax = Math.max(ymax, v);
-    const f = frame(svg, {span: t.span, ymax: Math.max(1.2, ymax * 1.08), height: 200,
+    const f = frame(svg, {span: t.span, ymax: Math.max(1.2, ymax * 1.08), height: 220, top: 46,
                           yfmt: (v) => num(v), ylabel: "max / mean busy"});
     let d = "";
     values.forEach((v, i) => {
@@ -732,7 +750,7 @@
           [duration(e.t - t0), {cls: "text", text: shortEvent(e)},
            lb ? num(e.before) : "", lb ? num(e.after) : "", lb ? num(e.predicted) : "",
            lb ? e.migrations : "", e.seconds != null ? duration(e.seconds) : "",
-           {cls: "text", text: eventText(e, t0).replace(/^at [^:]*: /, "")}]);
+           {cls: "detail", text: eventText(e, t0).replace(/^at [^:]*: /, "")}]);
     }
   }
 
