@@ -23,7 +23,7 @@ def pe_load(pe: int, npes: int, balanced: bool) -> float:
 
 def row(pe: int, t: float, dt: float, busy: float, host: str) -> dict:
     shares = (0.7, 0.2, 0.1)
-    entries = {m: [10 + pe, round(busy * dt * s, 6)] for m, s in zip(METHODS, shares)}
+    entries = {m: [10 + pe, round(busy * dt * s, 6)] for m, s in zip(METHODS, shares, strict=True)}
     overhead = 0.02 * dt
     return {"t": round(t, 6), "dt": dt, "pe": pe, "host": host, "entries": entries,
             "idle": max(0.0, dt - busy * dt - overhead), "overhead": overhead,

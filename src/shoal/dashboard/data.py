@@ -18,7 +18,6 @@ from typing import Any
 
 from shoal.errors import UsageError
 
-
 _reading = threading.Lock()
 """The server answers in threads; ``shoal.live`` keeps how far it read each file, so one
 thread reads at a time."""
