@@ -57,6 +57,7 @@ def write_job(root: Path, job_id: str = "job-1", npes: int = 4, periods: int = 2
                "migrations": 12, "seconds": 0.01},
               {"t": start + (lb_at + 2) * period, "kind": "checkpoint", "generation": 1,
                "bytes": 1 << 20, "seconds": 0.05, "path": str(folder / "ckpt")}]
+    events = [e for e in events if e["t"] <= start + periods * period]  # (within the run)
     (folder / live.EVENTS).write_text("".join(json.dumps(e) + "\n" for e in events))
     return folder
 

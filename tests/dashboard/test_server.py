@@ -10,7 +10,6 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -22,6 +21,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 import pytest
 from livefiles import expected_utilisation, write_job
+from served import base, serve, stop
 
 from shoal import live
 from shoal.dashboard import data
@@ -39,20 +39,11 @@ def registry(tmp_path):
     return reg
 
 
-def serving(**kwargs):
-    server = make_server(port=0, **kwargs)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                              daemon=True)
-    thread.start()
-    return server
-
-
 @pytest.fixture
 def server(registry, tmp_path):
-    srv = serving(root=str(registry), gossip_dir=str(tmp_path / "no-daemon"))
+    srv = serve(root=str(registry), gossip_dir=str(tmp_path / "no-daemon"))
     yield srv
-    srv.shutdown()
-    srv.server_close()
+    stop(srv)
 
 
 def get(url, headers=None):
@@ -68,10 +59,6 @@ def get(url, headers=None):
             return r.status, r.headers, r.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.headers, exc.read()
-
-
-def base(srv, host="127.0.0.1"):
-    return f"http://{host}:{srv.port}"
 
 
 def test_jobs_and_a_job_with_since(server, registry):
@@ -172,7 +159,7 @@ def test_the_token_rule():
 
 
 def test_off_localhost_a_token_is_needed(registry, tmp_path):
-    srv = serving(host="127.0.0.2", root=str(registry), gossip_dir=str(tmp_path / "none"))
+    srv = serve(host="127.0.0.2", root=str(registry), gossip_dir=str(tmp_path / "none"))
     try:
         assert srv.token and len(srv.token) >= 24
         assert srv.url().startswith(f"http://127.0.0.2:{srv.port}/?token=")
@@ -192,18 +179,16 @@ def test_off_localhost_a_token_is_needed(registry, tmp_path):
         assert get(url + f"/api/jobs?token={srv.token}")[0] == 200
         assert get(url + "/api/jobs", {"Authorization": f"token {srv.token}"})[0] == 200
     finally:
-        srv.shutdown()
-        srv.server_close()
+        stop(srv)
 
 
 def test_a_given_token_is_needed_on_localhost_too(registry):
-    srv = serving(token="s3cret", root=str(registry))
+    srv = serve(token="s3cret", root=str(registry))
     try:
         assert get(base(srv) + "/api/jobs")[0] == 403
         assert get(base(srv) + "/api/jobs?token=s3cret")[0] == 200
     finally:
-        srv.shutdown()
-        srv.server_close()
+        stop(srv)
 
 
 def test_on_localhost_other_host_names_are_refused(server):

@@ -186,6 +186,9 @@
       x: (s) => M.l + (s / span) * pw,
       y: (v) => M.t + ph - (Math.min(v, ymax) / ymax) * ph,
     };
+    // where the time axis is, for a reader of the page (tests): x of 0 and of span seconds
+    Object.assign(svg.dataset, {left: String(M.l), right: String(M.l + pw), span: String(span),
+                                t0: String(opts.t0 ?? "")});
     const grid = sv("g", {class: "grid"}, svg), axis = sv("g", {class: "axis"}, svg);
     for (const v of ticks(0, ymax, opts.yticks || 4)) {
       sv("line", {x1: M.l, x2: M.l + pw, y1: f.y(v), y2: f.y(v)}, grid);
@@ -508,6 +511,7 @@
     const nb = binCount(state, t.span);
     const {bins, width} = binRows(state, sel, t.t0, t.span, nb);
     const f = frame(svg, {span: t.span, ymax: 100, yfmt: (v) => `${v}%`, height: 300, top: 46,
+                          t0: t.t0,
                           ylabel: sel === "all" ? "% of all PEs' time" : `% of PE ${sel}'s time`});
     const bw = Math.max(f.pw / nb, 0.5);
     bins.forEach((b, i) => {
