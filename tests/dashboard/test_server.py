@@ -249,3 +249,9 @@ def test_the_command_prints_its_url_with_a_generated_token(tmp_path, registry):
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0  # SIGTERM: the socket closed, a clean exit
+
+
+def test_a_nan_in_the_rows_is_sent_as_null():
+    assert json.loads(data.finite_json({"pes": {"0": [{"t": 1.0, "idle": float("nan")}]},
+                                        "x": [float("inf"), 2.0]})) == {
+        "pes": {"0": [{"t": 1.0, "idle": None}]}, "x": [None, 2.0]}

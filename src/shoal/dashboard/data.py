@@ -9,6 +9,7 @@ tests call them without a server.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import threading
@@ -38,6 +39,17 @@ def _finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
+
+
+def finite_json(value: Any) -> bytes:
+    """``value`` as compact JSON; a NaN or infinity anywhere (JSON has none) becomes null.
+    The walk that replaces them costs more than the encoding, so it runs only when the
+    plain encoding refuses."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(value), separators=(",", ":"), allow_nan=False)
+    return text.encode()
 
 
 # -- the cluster --------------------------------------------------------------------------
@@ -140,5 +152,5 @@ def job(root: Any, ident: str, since: float = 0.0) -> dict[str, Any]:
     meta["alive"] = found.get("alive", False)
     now = time.time()
     pes = {str(pe): rows for pe, rows in sorted(loaded.get("pes", {}).items())}
-    return _finite({"job": job_summary(meta, now), "since": since, "now": now,
-                    "pes": pes, "events": loaded.get("events", [])})
+    return {"job": _finite(job_summary(meta, now)), "since": since, "now": now, "pes": pes,
+            "events": loaded.get("events", [])}  # (rows as read: see finite_json)

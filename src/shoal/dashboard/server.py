@@ -21,7 +21,6 @@ from __future__ import annotations
 import errno
 import hmac
 import ipaddress
-import json
 import re
 import secrets
 import socket
@@ -283,8 +282,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _json(self, status: HTTPStatus, value: Any) -> None:
-        body = json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
-        self._send(status, body, "application/json")
+        self._send(status, data.finite_json(value), "application/json")
 
     def _text(self, status: HTTPStatus, text: str) -> None:
         self._send(status, text.encode(), "text/plain; charset=utf-8")

@@ -588,9 +588,11 @@
                   width: Math.max(bw - gap, 0.5), height: f.ph}, g);
       tip(g, `PE ${p.pe}${p.host ? " on " + p.host : ""}: ${pct(p.util)} in entry methods` +
              ` (${parts.join(", ")}); ${p.elements ?? "?"} elements, RSS ${bytes(p.rss)}`);
-      if (n <= 48) {
+      if (i % Math.ceil(n / 32) === 0) {  // (every PE's number up to 32 PEs, else some)
         sv("text", {x: f.M.l + (i + 0.5) * bw, y: f.M.t + f.ph + 14, "text-anchor": "middle"},
            f.svg, String(p.pe));
+      }
+      if (n <= 48) {
         sv("text", {x: f.M.l + (i + 0.5) * bw, y: f.y(Math.min(y, 100)) - 4,
                     "text-anchor": "middle", class: "util"}, g, pct(p.util));
       }
@@ -622,7 +624,7 @@
                         fill: `hsl(212, 55%, ${light}%)`}, g),
             `PE ${p.pe}, ${duration(i * width)}: ${pct(busy / dt)}`);
       });
-      if (pes.length <= 48) {
+      if (k % Math.ceil(pes.length / 24) === 0) {
         sv("text", {x: f.M.l - 6, y: y + rowsH / 2 + 4, "text-anchor": "end"}, f.svg,
            `PE ${p.pe}`);
       }
