@@ -116,6 +116,9 @@ def test_the_job_page_shows_every_pe_its_utilisation_and_the_lb_step(page, tmp_p
         bins = page.find_elements(By.CSS_SELECTOR, "#profile g.bin")
         first = float(bins[0].get_attribute("data-util"))
         assert first == pytest.approx(0.9, abs=0.01)  # PE 5 of 6 before the step: 0.9
+        # its usage histogram: 20 periods at 0.9 busy, 20 at 0.6
+        hist = {float(d["lo"]): int(d["count"]) for d in datasets(page, "#histogram g.hist-bin")}
+        assert hist[0.9] == 20 and hist[0.6] == 20 and sum(hist.values()) == 40
         page.save_screenshot(str(shots / "job.png"))
         assert (shots / "job.png").stat().st_size > 10_000
         assert console_errors(page) == []

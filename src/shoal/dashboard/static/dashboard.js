@@ -600,6 +600,39 @@
     });
   }
 
+  // how many periods (of the selected PE, or of every PE) had each busy share, in 5% bins
+  function drawHistogram(svg, state, sel) {
+    const counts = new Array(20).fill(0);
+    let total = 0;
+    for (const [pe, rows] of state.pes) {
+      if (sel !== "all" && pe !== sel) continue;
+      for (const r of rows) {
+        if (!(r.dt > 0)) continue;
+        counts[Math.min(19, Math.max(0, Math.floor((20 * busyOf(r)) / r.dt + 1e-9)))] += 1;
+        total += 1;
+      }
+    }
+    const ymax = Math.max(1, ...counts);
+    const f = frame(svg, {span: 1, ymax: ymax * 1.1, height: 220, xband: true,
+                          yfmt: (v) => (Number.isInteger(v) ? String(v) : ""),
+                          ylabel: sel === "all" ? "periods (all PEs)" : `periods of PE ${sel}`});
+    const bw = f.pw / 20;
+    counts.forEach((c, i) => {
+      const g = sv("g", {class: "hist-bin"}, f.plot);
+      Object.assign(g.dataset, {lo: String(i / 20), hi: String((i + 1) / 20), count: String(c)});
+      if (c) {
+        sv("rect", {x: f.M.l + i * bw + 1, y: f.y(c), width: bw - 2, height: f.y(0) - f.y(c),
+                    fill: "#4e79a7"}, g);
+      }
+      tip(g, `${5 * i}–${5 * (i + 1)}% busy: ${c} of ${total} periods`);
+      if (i % 2 === 0) {
+        sv("text", {x: f.M.l + i * bw, y: f.M.t + f.ph + 14, "text-anchor": "middle"}, f.svg,
+           `${5 * i}%`);
+      }
+    });
+    sv("text", {x: f.M.l + f.pw, y: f.M.t + f.ph + 14, "text-anchor": "middle"}, f.svg, "100%");
+  }
+
   function drawOverview(svg, state, pes, t) {
     const nb = Math.min(binCount(state, t.span), 120);
     const rowsH = Math.max(6, Math.min(18, 240 / Math.max(pes.length, 1)));
@@ -783,6 +816,9 @@
     const usage = card(main, "Usage per PE", "Share of each PE's time in each entry method " +
                        "over the whole run (click a PE to show it in the time profile).");
     view.usage = sv("svg", {id: "usage"}, usage);
+    const hist = card(main, "Usage histogram", "How many publication periods had each busy " +
+                      "share (of the PE shown in the time profile, or of every PE).");
+    view.histogram = sv("svg", {id: "histogram"}, hist);
     const over = card(main, "Overview", "Each PE's busy share per interval (darker: busier).");
     view.overview = sv("svg", {id: "overview"}, over);
     const imb = card(main, "Load imbalance", "Most loaded PE's busy time over the mean, per " +
@@ -805,11 +841,12 @@
       view.legend.replaceChildren();
       legend(view.legend, col.shown, col.colours);
       if (!pes.length || !pes.some((p) => p.rows)) {
-        for (const svg of [view.profile, view.usage, view.overview, view.imbalance,
+        for (const svg of [view.profile, view.usage, view.histogram, view.overview, view.imbalance,
                            view.messages, view.bytes]) emptyChart(svg, "no data yet");
       } else {
         drawProfile(view.profile, state, col, view.sel, t);
         drawUsage(view.usage, state, col, view.sel, pes, pick);
+        drawHistogram(view.histogram, state, view.sel);
         drawOverview(view.overview, state, pes, t);
         drawImbalance(view.imbalance, state, pes, t);
         drawRates(view.messages, state, view.sel, t, "messages");
