@@ -6,7 +6,9 @@ no request leaves the dashboard's origin. Screenshots go to pytest's tmp dir."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -17,6 +19,8 @@ from served import base, serve, stop
 
 from shoal import live
 from shoal.dashboard import data
+from shoal.errors import UsageError
+from shoal.gossip.control import request
 
 pytest.importorskip("selenium", reason="selenium is not installed: pip install -e '.[dev]'")
 from selenium.webdriver.common.by import By
@@ -170,40 +174,46 @@ def test_a_running_job_grows_on_the_page_fetching_only_newer_rows(page, tmp_path
         stop(srv)
 
 
-def test_the_cluster_page_lists_the_gossip_daemons(page, tmp_path, shots):
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "gossip"))
-    from daemons import free_ports, status, wait
-    from test_daemon import CLI, _env
+def _status(state):
+    try:
+        return request(state, {"op": "status"}, timeout=1.0)
+    except UsageError:
+        return None
 
-    ports = free_ports(1)
+
+@contextlib.contextmanager
+def gossip_daemons(tmp_path, groups=None):
+    """3 gossip daemons node0-2 on 127.0.0.1-3 (one port), node0 the others' seed, each in
+    its group of ``groups`` if given; yields their state directories once node0 knows its
+    group's nodes (and every group's summary)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     states = [tmp_path / f"d{k}" for k in range(3)]
     procs = []
     try:
         for k in range(3):
-            args = [*CLI, "gossip", "daemon", "--bind", f"127.0.0.{k + 1}:{ports[0]}",
-                    "--interval", "100ms", "--state-dir", str(states[k]), "--name", f"node{k}"]
+            args = [sys.executable, "-m", "shoal", "gossip", "daemon", "--bind",
+                    f"127.0.0.{k + 1}:{port}", "--interval", "100ms", "--state-dir",
+                    str(states[k]), "--name", f"node{k}"]
             if k:
-                args += ["--join", f"127.0.0.1:{ports[0]}"]
-            procs.append(subprocess.Popen(args, env=_env(), stdout=subprocess.DEVNULL,
+                args += ["--join", f"127.0.0.1:{port}"]
+            if groups:
+                args += ["--group", groups[k]]
+            procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL))
-        wait(lambda: (s := status(states[0])) and len(s["nodes"]) == 3, 60)
-        srv = serve(gossip_dir=str(states[0]), root=str(tmp_path / "registry"))
-        try:
-            page.get(base(srv) + "/cluster")
-            ready(page)
-            nodes = page.find_elements(By.CSS_SELECTOR, "#nodes tr.node")
-            names = {n.get_attribute("data-name"): n for n in nodes}
-            assert sorted(names) == ["node0", "node1", "node2"]
-            assert {n.get_attribute("data-state") for n in nodes} == {"alive"}
-            assert names["node0"].get_attribute("data-self") == "1"
-            text = names["node2"].text
-            assert f"127.0.0.3:{ports[0]}" in text and "alive" in text
-            source = page.find_element(By.ID, "cluster-source").text
-            assert "node0" in source and "3 nodes, 3 alive" in source
-            page.save_screenshot(str(shots / "cluster.png"))
-            assert console_errors(page) == []
-        finally:
-            stop(srv)
+        members = [k for k in range(3) if not groups or groups[k] == groups[0]]
+        want_groups = len(set(groups)) if groups else 0
+
+        def settled():
+            s = _status(states[0])
+            return s and len(s["nodes"]) == len(members) and len(s["groups"]) == want_groups \
+                and all(n["state"] == "alive" for n in s["nodes"])
+        end = time.monotonic() + 60
+        while not settled():
+            assert time.monotonic() < end, "the daemons did not find each other in 60 s"
+            time.sleep(0.1)
+        yield states, port
     finally:
         for p in procs:
             p.terminate()
@@ -212,6 +222,53 @@ def test_the_cluster_page_lists_the_gossip_daemons(page, tmp_path, shots):
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def rows_of(driver, css):
+    """Data attributes and text of each row ``css`` selects, read at once (the page redraws
+    every 2 s)."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])]"
+        ".map(e => ({...e.dataset, text: e.innerText}))", css)
+
+
+def test_the_cluster_page_lists_the_gossip_daemons(page, tmp_path, shots):
+    with gossip_daemons(tmp_path) as (states, port):
+        srv = serve(gossip_dir=str(states[0]), root=str(tmp_path / "registry"))
+        try:
+            page.get(base(srv) + "/cluster")
+            ready(page)
+            nodes = {n["name"]: n for n in rows_of(page, "#nodes tr.node")}
+            assert sorted(nodes) == ["node0", "node1", "node2"]
+            assert {n["state"] for n in nodes.values()} == {"alive"}
+            assert nodes["node0"]["self"] == "1" and nodes["node1"]["self"] == "0"
+            assert f"127.0.0.3:{port}" in nodes["node2"]["text"]
+            assert int(nodes["node2"]["cores"]) >= 1 and float(nodes["node2"]["age"]) >= 0
+            source = page.find_element(By.ID, "cluster-source").text
+            assert "node0" in source and "3 nodes, 3 alive" in source
+            assert page.find_elements(By.CSS_SELECTOR, "#groups") == []
+            page.save_screenshot(str(shots / "cluster.png"))
+            assert console_errors(page) == []
+        finally:
+            stop(srv)
+
+
+def test_the_cluster_page_shows_groups_and_their_summaries(page, tmp_path, shots):
+    with gossip_daemons(tmp_path, groups=["rack-a", "rack-a", "rack-b"]) as (states, _):
+        srv = serve(gossip_dir=str(states[0]), root=str(tmp_path / "registry"))
+        try:
+            page.get(base(srv) + "/cluster")
+            ready(page)
+            nodes = rows_of(page, "#nodes tr.node")
+            assert sorted(n["name"] for n in nodes) == ["node0", "node1"]  # its own group
+            groups = {g["group"]: g for g in rows_of(page, "#groups tr.group")}
+            assert sorted(groups) == ["rack-a", "rack-b"]
+            assert groups["rack-a"]["own"] == "1" and groups["rack-a"]["nodes"] == "2"
+            assert groups["rack-b"]["own"] == "0" and groups["rack-b"]["nodes"] == "1"
+            assert "in group rack-a" in page.find_element(By.ID, "cluster-source").text
+            page.save_screenshot(str(shots / "cluster-groups.png"))
+        finally:
+            stop(srv)
 
 
 def test_off_localhost_the_page_needs_the_token(page, tmp_path, shots):
