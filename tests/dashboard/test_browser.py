@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from livefiles import row, write_job
@@ -297,65 +295,3 @@ def test_off_localhost_the_page_needs_the_token(page, tmp_path, shots):
         page.save_screenshot(str(shots / "with-token.png"))
     finally:
         stop(srv)
-
-
-def _live_setting():
-    """The runtime's setting of the live publication period (from the live-data writer), or
-    None in a build whose runtime does not publish live data."""
-    from shoal import options
-
-    found = [s for s in options.SETTINGS if "live" in s.name and s.kind == "seconds" and s.env]
-    return found[0] if found else None
-
-
-def test_a_real_job_live_then_post_mortem_agrees_with_its_stats(page, tmp_path, shots):
-    """A 2-PE job (PE 0 about 8 times as busy as PE 1) started with a short live period: its
-    page updates while it runs, and once it ended each PE's utilisation shown agrees within
-    5 points with what the job's own ``shoal.stats()`` measured (entry seconds over entry
-    plus idle seconds) and with the rows' utilisation."""
-    setting = _live_setting()
-    if setting is None:
-        pytest.skip("this runtime publishes no live data (no live period among "
-                    "shoal.options.SETTINGS): the test needs the live-data writer")
-    reg, out = tmp_path / "registry", tmp_path / "stats.json"
-    env = dict(os.environ, SHOAL_STATE_DIR=str(reg), **{setting.env: "0.25"})
-    job = Path(__file__).with_name("busy_job.py")
-    proc = subprocess.Popen([sys.executable, "-m", "shoal", "run", "-n", "2",
-                             "--timeout", "2min", str(job), str(out), "6"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    srv = serve(root=str(reg), gossip_dir=str(tmp_path / "none"))
-    try:
-        end = time.monotonic() + 60
-        while not (found := live.jobs(reg)) or not live.load(found[0]["path"])["pes"]:
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < end, "the job published nothing in 60 s"
-            time.sleep(0.2)
-        ident = found[0]["id"]
-        page.get(base(srv) + f"/job/{ident}")
-        ready(page)
-        assert datasets(page, "body")[0]["jobState"] == "running"
-        seen = int(datasets(page, "body")[0]["ready"])
-        WebDriverWait(page, 30, poll_frequency=0.2).until(
-            lambda d: int(datasets(d, "body")[0]["ready"]) >= seen + 2)  # live: it updates
-        page.save_screenshot(str(shots / "real-running.png"))
-        output, _ = proc.communicate(timeout=180)
-        assert proc.returncode == 0, output
-        WebDriverWait(page, 30, poll_frequency=0.2).until(
-            lambda d: datasets(d, "body")[0].get("jobState") in ("done", "failed"))
-        assert datasets(page, "body")[0]["jobState"] == "done"
-        stats = {s["pe"]: s for s in json.loads(out.read_text())["pes"]}
-        rows = live.load(live.jobs(reg)[0]["path"])["pes"]
-        shown = pes_shown(page)
-        assert sorted(shown) == [0, 1]
-        for pe, attrs in shown.items():
-            util = float(attrs["util"])
-            measured = stats[pe]["busy"] / (stats[pe]["busy"] + stats[pe]["idle"])
-            assert util == pytest.approx(live.utilisation(rows[pe]), abs=0.01), pe
-            assert abs(util - measured) <= 0.05, (pe, util, measured)
-        assert float(shown[0]["util"]) > 2 * float(shown[1]["util"])
-        page.save_screenshot(str(shots / "real-done.png"))
-    finally:
-        stop(srv)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
