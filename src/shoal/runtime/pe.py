@@ -162,10 +162,12 @@ class Runtime:
     # index) only up to 30 attributes: with all 44 in the dict, every self.x was a dict
     # lookup. Callgrind, runtime_percall's loops alone: receive and run 11,240 -> 10,381
     # instructions per message, local send 13,296 -> 12,587 (tests/runtime/test_hotpath.py
-    # keeps the dict within 30).
+    # keeps the dict within 30; ``control``, read once per iteration, is a slot only to
+    # keep it there).
     __slots__ = (
         "__dict__",
         "colls",
+        "control",
         "cpu_stats",
         "created",
         "current",
