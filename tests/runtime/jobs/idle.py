@@ -2,8 +2,7 @@
 ``python idle.py NAME... [--shm BYTES]``.
 
 Every poll of the network is counted (each asks MPI once for a message: the transport's
-test of its posted receive is wrapped when a PE is pinned, which works on the compiled core
-too), and each
+``improbe`` is wrapped when a PE is pinned, which works on the compiled core too), and each
 PE's minor page faults come from ``getrusage``."""
 
 import os
@@ -21,16 +20,16 @@ POLLS = [0]
 def _count_polls():
     """Count this PE's polls of the network from now on (once)."""
     net = current().net
-    test = net._test
-    if getattr(test, "counted", False):
+    improbe = net._improbe
+    if getattr(improbe, "counted", False):
         return
 
     def counted(*args):
         POLLS[0] += 1
-        return test(*args)
+        return improbe(*args)
 
     counted.counted = True
-    net._test = counted
+    net._improbe = counted
 
 MIB = np.ones(1 << 17)  # 1 MiB of float64
 
