@@ -28,6 +28,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from shoal.jobdir import alive as pid_alive
+from shoal.jobdir import read_json
+
 LIVE = "live"  # the folder of the job directory the live files go to
 JOB = "job.json"
 EVENTS = "events.jsonl"
@@ -59,14 +62,6 @@ def registry_dir(job_id: str, given: str | os.PathLike[str] | None = None) -> Pa
 
 
 # ------------------------------------------------------------------ reading files
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 class _Tail:
     """The objects of one JSON-lines file read so far, and where reading stopped: a later
     read parses only what was appended since (a dashboard polls every second). A last line
@@ -157,15 +152,7 @@ def alive(job: Mapping[str, Any]) -> bool:
     if host is not None and host != socket.gethostname():
         return True
     pid = job.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return isinstance(pid, int) and pid > 0 and pid_alive(pid)
 
 
 def jobs(given_root: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
