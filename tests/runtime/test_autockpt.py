@@ -53,8 +53,13 @@ def test_a_program_that_takes_no_checkpoint_killed_at_random_moments_ends_bit_id
         got = result(out)
         assert got["digest"] == plain, (pe, at, out.stderr[-2000:])
         assert "restart 1 of 2 " in out.stderr, out.stderr[-2000:]
+        # restored exactly when the supervisor says a checkpoint had completed before the
+        # kill (a kill before the first one, as start-up takes longer on a loaded machine,
+        # starts afresh: CI once saw 2 of 5 kills land there)
+        from_checkpoint = "restart 1 of 2 from checkpoint " in out.stderr
+        assert bool(got["restarted"]) == from_checkpoint, out.stderr[-2000:]
         restarted += got["restarted"]
-    assert restarted >= kills - 1  # (a kill before the first checkpoint starts afresh)
+    assert restarted >= 1  # some kill came after a checkpoint: the restart path ran
 
 
 def test_an_atsync_program_restarts_on_fewer_pes_from_a_sync_point(plain, tmp_path):
