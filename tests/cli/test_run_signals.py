@@ -112,8 +112,11 @@ def test_a_rank_killed_from_outside_on_4_pes_is_named(tmp_path):
                             str(home), str(prog)], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     try:
-        _wait(lambda: len(list((home / "pes").glob("*@*"))) == 4, "every PE noted itself")
-        note = next(p for p in (home / "pes").glob("*@*") if p.read_text().strip() == "2")
+        def notes() -> dict[str, Path]:  # (not the hidden files of a note being written)
+            return {p.read_text().strip(): p for p in (home / "pes").glob("[0-9]*@*")}
+
+        _wait(lambda: len(notes()) == 4, "every PE noted itself")
+        note = notes()["2"]
         os.kill(int(note.name.split("@")[0]), signal.SIGKILL)
         _, err = run.communicate(timeout=60)
     finally:
