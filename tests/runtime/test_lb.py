@@ -12,14 +12,17 @@ from shoal.runtime.lb.database import LBDatabase
 CPU = ("--cpu-stats",)  # loads in CPU seconds: other processes on the cores do not blur them
 
 
-@pytest.mark.parametrize("ranks,shm", [(2, None), (3, None), (3, 0)],
-                         ids=["2-ranks", "3-ranks", "3-ranks-mpi-only"])
-def test_atsync_steps_balance_move_elements_and_resume_every_element_once(ranks, shm):
-    before, moved, seen = run_ok("lb", ranks, "atsync", shm=shm, options=CPU)["atsync"]
+def check_atsync(before, moved, seen):
     # PE 0 starts with every heavy element (1.625; measured capacities blur it on a loaded
     # machine: 1.13 seen at load 5, see jobs/lb.py)
     assert len(before) == 6 and before[0] > 1.1
     assert moved > 0 and seen is None  # greedy_refine: a gathered database
+
+
+# (on 2 PEs: test_lb_dump's run, the same job writing its databases too)
+@pytest.mark.parametrize("ranks,shm", [(3, None), (3, 0)], ids=["3-ranks", "3-ranks-mpi-only"])
+def test_atsync_steps_balance_move_elements_and_resume_every_element_once(ranks, shm):
+    check_atsync(*run_ok("lb", ranks, "atsync", shm=shm, options=CPU)["atsync"])
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "refine", "greedy,refine", "orb",
@@ -28,24 +31,30 @@ def test_each_strategy_balances_at_sync_points(strategy):
     """... and leaves non-migratable elements where they are while it moves the others
     (jobs/lb.py pinned: checked in the job, in the same run)."""
     figures = run_ok("lb", 2, "atsync", "pinned", options=("--lb", strategy, *CPU))
-    before, moved, _ = figures["atsync"]
+    before, moved, seen = figures["atsync"]
     # (as above: on a loaded machine some step, not always the first, measures the
     # imbalance: a fresh clone's suite saw 1.09 at distributed's step 1, CI 1.08 at orb's)
     assert max(before) > 1.1 and moved > 0
     assert figures["pinned"] > 0  # elements moved, none of the pinned ones
+    if strategy == "distributed":  # (test_distributed's case of 2 PEs)
+        check_root_objects(seen, 2)
 
 
-@pytest.mark.parametrize("ranks,shm", [(2, None), (3, None), (4, None), (4, 0)],
-                         ids=["2-ranks", "3-ranks", "4-ranks", "4-ranks-mpi-only"])
+def check_root_objects(seen, ranks):
+    assert len(seen) == 6 and seen[0] == (24 // ranks, 24)
+    assert all(mine < total for mine, total in seen)
+
+
+@pytest.mark.parametrize("ranks,shm", [(3, None), (4, None), (4, 0)],
+                         ids=["3-ranks", "4-ranks", "4-ranks-mpi-only"])
 def test_distributed_balances_over_messages_without_gathering_the_database(ranks, shm):
     """lb="distributed": GrapevineLB on the runtime's messages; at every step PE 0 held
     only its own elements (checked against where each element ran, in the job), first its
-    block of the 24 elements."""
+    block of the 24 elements (on 2 PEs: test_each_strategy's run of distributed)."""
     options = ("--lb", "distributed", *CPU)
     before, moved, seen = run_ok("lb", ranks, "atsync", shm=shm, options=options)["atsync"]
     assert max(before) > 1.1 and moved > 0  # (the job says why not 1.4, nor at step 1)
-    assert len(seen) == 6 and seen[0] == (24 // ranks, 24)
-    assert all(mine < total for mine, total in seen)
+    check_root_objects(seen, ranks)
 
 
 @pytest.mark.parametrize("strategy", ["greedy_refine", "distributed"])
@@ -63,7 +72,9 @@ def test_periodic_steps_while_broadcasts_and_reductions_span_them(ranks, shm):
 
 
 def test_lb_dump_writes_each_steps_database_with_every_element(tmp_path):
-    run_ok("lb", 2, "atsync", options=("--lb-dump", str(tmp_path / "steps"), *CPU))
+    """... in the run of atsync on 2 PEs that test_atsync's checks hold for too."""
+    figures = run_ok("lb", 2, "atsync", options=("--lb-dump", str(tmp_path / "steps"), *CPU))
+    check_atsync(*figures["atsync"])
     files = sorted((tmp_path / "steps").iterdir())
     assert [f.name for f in files] == [f"step-{k:04d}.npz" for k in range(1, 7)]
     for k, f in enumerate(files, start=1):

@@ -1,7 +1,7 @@
 """The MetaBalancer model (lb="auto"): when a balancing step pays. Fed series of PE loads:
 it fires within 10 iterations of an imbalance appearing, never on balanced runs with
 noise or with one-iteration spikes, never below the 1.05 threshold, later when a step costs
-more; and in the runtime (jobs/lb.py, loads in CPU seconds) the same on 2-4 PEs."""
+more; and in the runtime (jobs/lb.py, loads in CPU seconds) the same on 2 and 4 PEs."""
 
 import numpy as np
 import pytest
@@ -96,7 +96,11 @@ def test_after_a_step_the_lines_start_again_and_the_measured_cost_is_used():
     assert not any(model.observe(imbalanced).balance for _ in range(MIN_ITERATIONS))
 
 
-@pytest.mark.parametrize("ranks", [2, 3, 4])
+# 2 and 4 PEs bracket the cases: PE 0 holds the 6 heavy elements of 24 with 6 light ones
+# (max/avg 1.43, the faintest imbalance) or alone (2.29, the most PEs whose loads the root
+# gathers); 3 PEs (1.86) ran the same code between them, at 15 CPU-s (each run spins 10
+# CPU-s of work, whatever the PE count)
+@pytest.mark.parametrize("ranks", [2, 4])
 def test_in_the_runtime_auto_fires_on_an_imbalance_and_never_on_a_balanced_run(ranks):
     opts = ("--lb-auto", "--cpu-stats")
     fired, steps = run_ok("lb", ranks, "auto_imbalance", options=opts)["auto_imbalance"]
