@@ -123,6 +123,9 @@ class Params:
         if self.lb_every < 0:
             raise UsageError(f"lb_every must be >= 0 remeshings (0: no balancing), got "
                              f"{self.lb_every}")
+        self._check_numbers()
+
+    def _check_numbers(self) -> None:
         if not 0 < self.cfl <= 1:
             raise UsageError(f"cfl must lie in (0, 1] (got {self.cfl}): the upwind scheme "
                              "is stable for (|vx| + |vy|) dt / h <= 1")
