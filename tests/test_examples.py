@@ -12,6 +12,9 @@ from shoal.launch import mpiexec
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RUN = [sys.executable, "-m", "shoal", "run", "-n", "2", "--timeout", "120s"]
 CASES = {  # example: (how it is launched, its arguments, what its output says)
+    "amr.py": ([*RUN[:4], "-n", "1", *RUN[6:]],  # 1 PE: 2 and 3 in tests/apps/test_amr.py
+               ["--block", "4", "--max-level", "4", "--steps", "32", "--remesh-every", "2",
+                "--serial"], "the same bits"),
     "hello.py": (RUN, [], "2 PEs on 1 node(s), 8 elements"),
     "checkpoint.py": (RUN, [], "20 iterations, checksum"),
     "control_pipeline.py": (RUN, ["--iters", "150", "--floats", "65536"], "measured stages="),

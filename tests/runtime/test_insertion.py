@@ -29,3 +29,11 @@ def test_an_element_inserted_outside_a_dense_arrays_shape_is_named_on_every_pe()
 def test_inserted_elements_are_placed_by_the_arrays_map(ranks):
     got = run_ok("insertion", ranks, "mapped")["mapped"]
     assert got == sorted((i + j) % ranks for i in range(3) for j in range(3))
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_an_index_deleted_and_inserted_again_keeps_the_order_of_its_messages(ranks):
+    """The new element continues the deleted one's sequence numbers (before the fix a
+    message to it waited forever behind the numbers the old one had used, and its own
+    first message was refused as a duplicate)."""
+    run_ok("insertion", ranks, "reinserted")

@@ -57,7 +57,7 @@ def test_every_kind_has_exactly_one_handler_and_every_handler_a_kind():
 
 def test_only_the_runtimes_own_bookkeeping_is_left_out_of_quiescence_counts():
     uncounted = {k.name for k in KINDS if not k.counted}
-    assert uncounted == {"LOC", "HOME", "DELETED", "QD_ASK", "QD_REPLY", "EXIT",
+    assert uncounted == {"LOC", "HOME", "QD_ASK", "QD_REPLY", "EXIT",
                          "CKPT_WRITE", "CKPT_DONE", "CKPT_COPY", "CKPT_COMMIT", "AGG_LOC",
                          "POWER"}  # (an emulated temperature reading to PE 0)
     assert protocol.COUNTED == tuple(k.counted for k in KINDS)

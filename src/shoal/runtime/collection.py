@@ -62,6 +62,9 @@ class Collection:
         # home: messages for elements not yet inserted
         self.absent: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}
         self.deleted: set[tuple[int, ...]] = set()  # home: elements deleted
+        # home: the sequence numbers each deleted element had reached, (expected, sent),
+        # for an element inserted at its index again
+        self.tombs: dict[tuple[int, ...], tuple[dict, dict]] = {}
         self.bcast_count = 0
         self.history: deque[tuple[Any, ...]] = deque()  # BCAST envelopes, numbers in a row
         # reductions: this PE's partial results, and how many local elements are done

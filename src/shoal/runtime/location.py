@@ -7,6 +7,16 @@ the home's :class:`~shoal.runtime.collection.Collection` (absent means "at home"
 element left keeps a forwarding pointer (``forward``); other PEs cache locations
 (``cache``), told by a ``LOC`` message when one of their messages had to be forwarded. A
 message to an element that is not inserted yet waits at its home (``absent``).
+
+An index may be inserted again after its element was deleted (adaptive mesh refinement does
+it to every block that refines and later coarsens back): the home keeps what the deleted
+element's sequence numbers had reached (``tombs``), and the new element continues them, so
+that elements that wrote to the old one (or were written to by it) keep their order with
+the new one. Every insertion's ``CREATE_ONE`` passes through the index's home on its way to
+the element's PE: the home takes the index off its deleted list and records where the
+element will be before the element exists, so a message that follows the new element's
+creation (sent by its constructor's correspondents, or after a quiescence) never finds
+the index deleted there.
 """
 
 from __future__ import annotations
@@ -70,7 +80,8 @@ class Location:
         the ids of destroyed ones, and each collection's deleted indices homed here."""
         rt = self.rt
         return {"ncoll": self.ncoll, "destroyed": self.destroyed,
-                "colls": {cid: {"deleted": coll.deleted} for cid, coll in rt.colls.items()}}
+                "colls": {cid: {"deleted": coll.deleted, "tombs": coll.tombs}
+                          for cid, coll in rt.colls.items()}}
 
     def restore(self, infos: list[dict[str, Any]]) -> None:
         """After a restart from the records of every old PE (``infos``): no id of a
@@ -83,6 +94,10 @@ class Location:
         for cid, coll in rt.colls.items():
             deleted = set().union(*(info["colls"][cid]["deleted"] for info in infos))
             coll.deleted = {index for index in deleted if coll.home(index) == rt.pe}
+            tombs = {}  # (absent from the records of an older shoal)
+            for info in infos:
+                tombs.update(info["colls"][cid].get("tombs", {}))
+            coll.tombs = {index: t for index, t in tombs.items() if coll.home(index) == rt.pe}
 
     def create(self, kind: str, cls: type, dims: Any, ndims: int | None, args: tuple,
                mapping: Any, at_sync: bool = False,
@@ -131,7 +146,7 @@ class Location:
             proxy = self.singles[cls] = self.create("array", cls, None, 3, (), Singles())
         index = (pe, rt.pe, self.nsingle)
         self.nsingle += 1
-        rt.send(pe, (CREATE_ONE, proxy.cid, index, args, 0, 0))
+        rt.send(pe, (CREATE_ONE, proxy.cid, index, args, 0, 0, pe, True, None))
         return proxy[index]
 
     def _new_id(self) -> int:
@@ -165,15 +180,21 @@ class Location:
             rt.handlers[early[0]](early)
 
     def construct(self, coll: Collection, index: tuple, args: tuple, redno: int = 0,
-                  bcast: int = 0) -> Slot:
+                  bcast: int = 0, tomb: tuple | None = None) -> Slot:
         """Build element ``index`` here: its slot, then ``cls(*args)`` as the current element.
         ``redno`` and ``bcast``: the first reduction it takes part in and the last broadcast
-        before it (set first, so that its constructor may contribute). An ``async def
+        before it (set first, so that its constructor may contribute); ``tomb``: the
+        sequence numbers a deleted element of the same index had reached (expected from
+        each sender, sent to each receiver), which this one continues. An ``async def
         __init__`` runs as the element's coroutine, its messages held until it returns
         (:mod:`shoal.runtime.building`)."""
         slot = Slot(coll, index)
         slot.redno = redno
         slot.bcast = bcast
+        if tomb is not None:
+            expected, sent = tomb
+            slot.expected = dict(expected)
+            slot.out = {dst: [n, 0, n, 0] for dst, n in sent.items()}
         obj = coll.cls.__new__(coll.cls)
         obj._slot = slot
         slot.obj = obj
@@ -223,17 +244,34 @@ class Location:
         if coll.dims is not None and not coll.announced and _outside(index, coll.dims):
             coll.announced = True
             self.on_outside((OUTSIDE, cid))
-        dest = coll.home(index) if pe is None else pe
-        self.rt.send(dest, (CREATE_ONE, cid, index, args, start, coll.bcast_count))
+        home = coll.home(index)
+        dest = home if pe is None else pe
+        self.rt.send(home, (CREATE_ONE, cid, index, args, start, coll.bcast_count, dest, False,
+                            None))
 
     def on_create_one(self, env: tuple) -> None:
-        _, cid, index, args, start, bcast = env
-        coll = self.rt.collection(cid, env)
+        """At the home (``seen`` False): the index is no longer deleted, the element will
+        be on ``dest`` (messages that waited for it go there, behind this envelope), and
+        it takes the sequence numbers of the index's deleted element; then on ``dest``:
+        the element is made."""
+        _, cid, index, args, start, bcast, dest, seen, tomb = env
+        rt = self.rt
+        coll = rt.collection(cid, env)
         if coll is None:
             return
+        if not seen:
+            coll.deleted.discard(index)
+            tomb = coll.tombs.pop(index, None)
+            if dest != rt.pe:
+                coll.where[index] = dest
+                rt.send(dest, (CREATE_ONE, cid, index, args, start, bcast, dest, True, tomb))
+                for waiting in coll.absent.pop(index, ()):
+                    rt.processed += 1
+                    rt.send(dest, waiting)
+                return
         if index in coll.local:
             raise UsageError(f"element {list(index)} of {coll.cls.__name__} already exists")
-        slot = self.construct(coll, index, args, start, bcast)
+        slot = self.construct(coll, index, args, start, bcast, tomb)
         self.elements_arrived(coll, [slot], None)
 
     def delete(self, proxy: CollectionProxy, index: tuple) -> None:
@@ -257,7 +295,8 @@ class Location:
         last = min((env[B_NUM] for env in queued), default=slot.bcast + 1) - 1
         del coll.local[slot.index]
         rt.reductions.element_left(coll, slot)
-        rt.send(coll.home(slot.index), (DELETED, coll.cid, slot.index))
+        sent = {dst: v[0] for dst, v in slot.out.items()}
+        rt.send(coll.home(slot.index), (DELETED, coll.cid, slot.index, slot.expected, sent))
         rt.send(0, (SIZE, coll.cid, slot.redno, last, -1))
         rt.reductions.elements_left(coll)
 
@@ -368,12 +407,15 @@ class Location:
             rt.send(child, env)
 
     def on_deleted(self, env: tuple) -> None:
-        _, cid, index = env
+        """At the home: the element is gone; what its sequence numbers reached is kept for
+        an element inserted at its index later."""
+        _, cid, index, expected, sent = env
         coll = self.rt.colls.get(cid)
         if coll is None:  # destroyed
             return
         coll.where.pop(index, None)
         coll.deleted.add(index)
+        coll.tombs[index] = (expected, sent)
 
     def on_size(self, env: tuple) -> None:
         """At the root: a member left from reduction ``start`` on, after running broadcast

@@ -173,7 +173,66 @@ async def mapped():
     return sorted(got.values())
 
 
+def by_first(index, dims, npes):
+    """The home of ``(i, j)`` is PE ``i % npes``."""
+    return index[0] % npes
+
+
+class Pal(shoal.Chare):
+    """Logs what it is sent; a new one greets ``greet``, which answers it."""
+
+    def __init__(self, greet=None):
+        self.got = []
+        if greet is not None:
+            self.thisProxy[greet].hello(self.thisIndex)
+
+    def hello(self, who):
+        self.got.append(who)
+        self.thisProxy[who].answer(self.thisIndex)
+
+    def answer(self, who):
+        self.got.append(who)
+
+    def send(self, to, n):
+        for k in range(n):
+            self.thisProxy[to].take(k)
+
+    def take(self, k):
+        self.got.append(k)
+
+    def log(self):
+        return self.got
+
+
+async def reinserted():
+    """An index deleted and inserted again (as adaptive mesh refinement does to a block
+    that refines, then coarsens back): its new element gets the messages sent to it once
+    it exists, in order, from elements that had written to the old one, and its own
+    messages reach them; the element's home is neither its PE nor theirs. Each round puts
+    it on another PE (or at its home)."""
+    npes = shoal.num_pes()
+    arr = shoal.Array(Pal, ndims=2, map=by_first)
+    arr.insert((0, 0), pe=0)
+    arr.insert((2, 0), pe=1 % npes)
+    for rnd in range(6):
+        arr[(0, 0)].send((2, 0), 3)
+        arr[(2, 0)].send((0, 0), 2)
+        await shoal.quiescence()
+        log = await arr[(2, 0)].log(ret=True)
+        assert log[-3:] == [0, 1, 2], (rnd, log)
+        arr.delete((2, 0))
+        await shoal.quiescence()
+        pe = (None, 0, 1 % npes, (2 % npes))[rnd % 4]
+        arr.insert((2, 0), args=((0, 0),), pe=pe)  # greets (0, 0), which answers
+        await shoal.quiescence()
+        log = await arr[(2, 0)].log(ret=True)
+        assert log == [(0, 0)], (rnd, log)
+    first = await arr[(0, 0)].log(ret=True)
+    assert first == [0, 1, (2, 0)] * 6, first
+
+
 if __name__ == "__main__":
     main({"messages": messages, "counts": counts, "racing_broadcast": racing_broadcast,
           "constructor_contributes": constructor_contributes,
-          "outside_the_shape": outside_the_shape, "mapped": mapped})
+          "outside_the_shape": outside_the_shape, "mapped": mapped,
+          "reinserted": reinserted})
