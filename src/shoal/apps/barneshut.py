@@ -64,7 +64,7 @@ from shoal.errors import UsageError
 from shoal.jit import njit
 
 # ----------------------------------------------------------------- node records
-# a node is a row of a float table F (NF columns) and an int table I (NI columns)
+# a node is a row of a float table nf (NF columns) and an int table ni (NI columns)
 MASS, COM, QUAD, LO, HI, RMAX = 0, 1, 4, 10, 13, 16  # QUAD: xx, yy, zz, xy, xz, yz
 NF = 17
 KEY, LEVEL, KIND, CHILD, NCHILD, PFIRST, PCOUNT, OWNER = range(8)
@@ -258,38 +258,38 @@ def level_of(node: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------- moments
 @njit(cache=True, error_model="numpy", inline="always")
-def _rmax(F: np.ndarray, i: int) -> None:
+def _rmax(nf: np.ndarray, i: int) -> None:
     """Distance from the centre of mass to the farthest corner of the bounding box."""
     s = 0.0
     for k in range(3):
-        a = F[i, COM + k] - F[i, LO + k]
-        b = F[i, HI + k] - F[i, COM + k]
+        a = nf[i, COM + k] - nf[i, LO + k]
+        b = nf[i, HI + k] - nf[i, COM + k]
         s += max(a * a, b * b)
-    F[i, RMAX] = math.sqrt(s)
+    nf[i, RMAX] = math.sqrt(s)
 
 
 @njit(cache=True, error_model="numpy")
-def _leaf_moments(F: np.ndarray, I: np.ndarray, P: np.ndarray, i: int) -> None:  # noqa: N803
+def _leaf_moments(nf: np.ndarray, ni: np.ndarray, pt: np.ndarray, i: int) -> None:
     """A leaf's moments from its particles, in their order."""
-    f, c = I[i, PFIRST], I[i, PCOUNT]
+    f, c = ni[i, PFIRST], ni[i, PCOUNT]
     m = sx = sy = sz = 0.0
     for k in range(3):
-        F[i, LO + k] = np.inf
-        F[i, HI + k] = -np.inf
+        nf[i, LO + k] = np.inf
+        nf[i, HI + k] = -np.inf
     for j in range(f, f + c):
-        mj = P[j, 3]
+        mj = pt[j, 3]
         m += mj
-        sx += mj * P[j, 0]
-        sy += mj * P[j, 1]
-        sz += mj * P[j, 2]
+        sx += mj * pt[j, 0]
+        sy += mj * pt[j, 1]
+        sz += mj * pt[j, 2]
         for k in range(3):
-            F[i, LO + k] = min(F[i, LO + k], P[j, k])
-            F[i, HI + k] = max(F[i, HI + k], P[j, k])
+            nf[i, LO + k] = min(nf[i, LO + k], pt[j, k])
+            nf[i, HI + k] = max(nf[i, HI + k], pt[j, k])
     cx, cy, cz = (sx / m, sy / m, sz / m) if m > 0 else (0.0, 0.0, 0.0)
     q = np.zeros(6)
     for j in range(f, f + c):
-        mj = P[j, 3]
-        dx, dy, dz = P[j, 0] - cx, P[j, 1] - cy, P[j, 2] - cz
+        mj = pt[j, 3]
+        dx, dy, dz = pt[j, 0] - cx, pt[j, 1] - cy, pt[j, 2] - cz
         d2 = dx * dx + dy * dy + dz * dz
         q[0] += mj * (3 * dx * dx - d2)
         q[1] += mj * (3 * dy * dy - d2)
@@ -297,167 +297,167 @@ def _leaf_moments(F: np.ndarray, I: np.ndarray, P: np.ndarray, i: int) -> None: 
         q[3] += mj * 3 * dx * dy
         q[4] += mj * 3 * dx * dz
         q[5] += mj * 3 * dy * dz
-    F[i, MASS] = m
-    F[i, COM], F[i, COM + 1], F[i, COM + 2] = cx, cy, cz
-    F[i, QUAD:QUAD + 6] = q
-    _rmax(F, i)
+    nf[i, MASS] = m
+    nf[i, COM], nf[i, COM + 1], nf[i, COM + 2] = cx, cy, cz
+    nf[i, QUAD:QUAD + 6] = q
+    _rmax(nf, i)
 
 
 @njit(cache=True, error_model="numpy")
-def _combine(F: np.ndarray, I: np.ndarray, i: int) -> None:  # noqa: N803
+def _combine(nf: np.ndarray, ni: np.ndarray, i: int) -> None:
     """An internal node's moments from its children's, in octant order (parallel axes)."""
-    first, nc = I[i, CHILD], I[i, NCHILD]
+    first, nc = ni[i, CHILD], ni[i, NCHILD]
     m = sx = sy = sz = 0.0
     for k in range(3):
-        F[i, LO + k] = np.inf
-        F[i, HI + k] = -np.inf
+        nf[i, LO + k] = np.inf
+        nf[i, HI + k] = -np.inf
     for c in range(first, first + nc):
-        mc = F[c, MASS]
+        mc = nf[c, MASS]
         m += mc
-        sx += mc * F[c, COM]
-        sy += mc * F[c, COM + 1]
-        sz += mc * F[c, COM + 2]
+        sx += mc * nf[c, COM]
+        sy += mc * nf[c, COM + 1]
+        sz += mc * nf[c, COM + 2]
         for k in range(3):
-            F[i, LO + k] = min(F[i, LO + k], F[c, LO + k])
-            F[i, HI + k] = max(F[i, HI + k], F[c, HI + k])
+            nf[i, LO + k] = min(nf[i, LO + k], nf[c, LO + k])
+            nf[i, HI + k] = max(nf[i, HI + k], nf[c, HI + k])
     cx, cy, cz = (sx / m, sy / m, sz / m) if m > 0 else (0.0, 0.0, 0.0)
     q = np.zeros(6)
     for c in range(first, first + nc):
-        mc = F[c, MASS]
-        dx, dy, dz = F[c, COM] - cx, F[c, COM + 1] - cy, F[c, COM + 2] - cz
+        mc = nf[c, MASS]
+        dx, dy, dz = nf[c, COM] - cx, nf[c, COM + 1] - cy, nf[c, COM + 2] - cz
         d2 = dx * dx + dy * dy + dz * dz
-        q[0] += F[c, QUAD] + mc * (3 * dx * dx - d2)
-        q[1] += F[c, QUAD + 1] + mc * (3 * dy * dy - d2)
-        q[2] += F[c, QUAD + 2] + mc * (3 * dz * dz - d2)
-        q[3] += F[c, QUAD + 3] + mc * 3 * dx * dy
-        q[4] += F[c, QUAD + 4] + mc * 3 * dx * dz
-        q[5] += F[c, QUAD + 5] + mc * 3 * dy * dz
-    F[i, MASS] = m
-    F[i, COM], F[i, COM + 1], F[i, COM + 2] = cx, cy, cz
-    F[i, QUAD:QUAD + 6] = q
-    _rmax(F, i)
+        q[0] += nf[c, QUAD] + mc * (3 * dx * dx - d2)
+        q[1] += nf[c, QUAD + 1] + mc * (3 * dy * dy - d2)
+        q[2] += nf[c, QUAD + 2] + mc * (3 * dz * dz - d2)
+        q[3] += nf[c, QUAD + 3] + mc * 3 * dx * dy
+        q[4] += nf[c, QUAD + 4] + mc * 3 * dx * dz
+        q[5] += nf[c, QUAD + 5] + mc * 3 * dy * dz
+    nf[i, MASS] = m
+    nf[i, COM], nf[i, COM + 1], nf[i, COM + 2] = cx, cy, cz
+    nf[i, QUAD:QUAD + 6] = q
+    _rmax(nf, i)
 
 
 @njit(cache=True, error_model="numpy")
-def combine_up(F: np.ndarray, I: np.ndarray) -> None:  # noqa: N803
+def combine_up(nf: np.ndarray, ni: np.ndarray) -> None:
     """Moments of every internal node from its children (children after their parent)."""
-    for i in range(F.shape[0] - 1, -1, -1):
-        if I[i, KIND] == INTERNAL:
-            _combine(F, I, i)
+    for i in range(nf.shape[0] - 1, -1, -1):
+        if ni[i, KIND] == INTERNAL:
+            _combine(nf, ni, i)
 
 
 @njit(cache=True, error_model="numpy")
-def _build(keys: np.ndarray, P: np.ndarray, roots: np.ndarray, bucket: int,  # noqa: N803
+def _build(keys: np.ndarray, pt: np.ndarray, roots: np.ndarray, bucket: int,
            cap: int) -> tuple[np.ndarray, np.ndarray, int]:
     """The octree under each root (rows ``key, level, first particle, end``) of the
     particles sorted by key, and its moments; the roots first, children of a node next to
     each other and after it. Returns the tables and the node count, or -1 when ``cap`` rows
     are too few."""
-    F = np.zeros((cap, NF))  # noqa: N806
-    I = np.zeros((cap, NI), np.int64)  # noqa: N806, E741
+    nf = np.zeros((cap, NF))
+    ni = np.zeros((cap, NI), np.int64)
     n = roots.shape[0]
     if n > cap:
-        return F, I, -1
+        return nf, ni, -1
     for r in range(n):
-        I[r, KEY], I[r, LEVEL] = roots[r, 0], roots[r, 1]
-        I[r, PFIRST], I[r, PCOUNT] = roots[r, 2], roots[r, 3] - roots[r, 2]
-        I[r, OWNER] = -1
+        ni[r, KEY], ni[r, LEVEL] = roots[r, 0], roots[r, 1]
+        ni[r, PFIRST], ni[r, PCOUNT] = roots[r, 2], roots[r, 3] - roots[r, 2]
+        ni[r, OWNER] = -1
     i = 0
     while i < n:
-        count, lev = I[i, PCOUNT], I[i, LEVEL]
-        I[i, CHILD] = -1
+        count, lev = ni[i, PCOUNT], ni[i, LEVEL]
+        ni[i, CHILD] = -1
         if count <= bucket or lev >= BITS:
-            I[i, KIND] = LEAF
+            ni[i, KIND] = LEAF
         else:
             shift = 3 * (BITS - lev - 1)
             first = n
-            j, end = I[i, PFIRST], I[i, PFIRST] + count
+            j, end = ni[i, PFIRST], ni[i, PFIRST] + count
             while j < end:
                 d = (keys[j] >> shift) & 7
                 k = j + 1
                 while k < end and ((keys[k] >> shift) & 7) == d:
                     k += 1
                 if n >= cap:
-                    return F, I, -1
-                I[n, KEY], I[n, LEVEL] = (I[i, KEY] << 3) | d, lev + 1
-                I[n, PFIRST], I[n, PCOUNT], I[n, OWNER] = j, k - j, -1
+                    return nf, ni, -1
+                ni[n, KEY], ni[n, LEVEL] = (ni[i, KEY] << 3) | d, lev + 1
+                ni[n, PFIRST], ni[n, PCOUNT], ni[n, OWNER] = j, k - j, -1
                 n += 1
                 j = k
-            I[i, KIND], I[i, CHILD], I[i, NCHILD] = INTERNAL, first, n - first
+            ni[i, KIND], ni[i, CHILD], ni[i, NCHILD] = INTERNAL, first, n - first
         i += 1
     for i in range(n - 1, -1, -1):
-        if I[i, KIND] == LEAF:
-            _leaf_moments(F, I, P, i)
+        if ni[i, KIND] == LEAF:
+            _leaf_moments(nf, ni, pt, i)
         else:
-            _combine(F, I, i)
-    return F, I, n
+            _combine(nf, ni, i)
+    return nf, ni, n
 
 
-def build_tree(keys: np.ndarray, P: np.ndarray, roots: np.ndarray,  # noqa: N803
+def build_tree(keys: np.ndarray, pt: np.ndarray, roots: np.ndarray,
                bucket: int) -> tuple[np.ndarray, np.ndarray]:
-    """The octree (tables F, I) under ``roots`` of the particles ``P`` (x, y, z, mass)
+    """The octree (tables nf, ni) under ``roots`` of the particles ``pt`` (x, y, z, mass)
     sorted by their ``keys``."""
     cap = max(64, 4 * len(keys) // max(bucket, 1) + 2 * len(roots))
     while True:
-        F, I, n = _build(keys, P, np.asarray(roots, np.int64).reshape(-1, 4), bucket, cap)  # noqa: N806, E741
+        nf, ni, n = _build(keys, pt, np.asarray(roots, np.int64).reshape(-1, 4), bucket, cap)
         if n >= 0:
-            return F[:n].copy(), I[:n].copy()
+            return nf[:n].copy(), ni[:n].copy()
         cap *= 2
 
 
 # ----------------------------------------------------------------- the walk
 @njit(cache=True, error_model="numpy", inline="always")
-def _accepted(F: np.ndarray, i: int, blo: np.ndarray, bhi: np.ndarray,  # noqa: N803
+def _accepted(nf: np.ndarray, i: int, blo: np.ndarray, bhi: np.ndarray,
               theta: float) -> bool:
     """Whether node ``i`` is far enough from the bucket's box to stand for its particles."""
     if theta <= 0.0:
         return False
     d2 = 0.0
     for k in range(3):
-        c = F[i, COM + k]
+        c = nf[i, COM + k]
         if c < blo[k]:
             d2 += (blo[k] - c) * (blo[k] - c)
         elif c > bhi[k]:
             d2 += (c - bhi[k]) * (c - bhi[k])
-    return d2 * theta * theta > F[i, RMAX] * F[i, RMAX]
+    return d2 * theta * theta > nf[i, RMAX] * nf[i, RMAX]
 
 
 @njit(cache=True, error_model="numpy")
-def walk_misses(F: np.ndarray, I: np.ndarray, buckets: np.ndarray,  # noqa: N803
+def walk_misses(nf: np.ndarray, ni: np.ndarray, buckets: np.ndarray,
                 theta: float) -> tuple[np.ndarray, np.ndarray]:
     """Walk the buckets without computing: the REMOTE nodes they must open (each once, in
     the order met) and which buckets met one."""
-    seen = np.zeros(F.shape[0], np.bool_)
-    missed = np.empty(F.shape[0], np.int64)
+    seen = np.zeros(nf.shape[0], np.bool_)
+    missed = np.empty(nf.shape[0], np.int64)
     nm = 0
     stuck = np.zeros(buckets.shape[0], np.bool_)
     stack = np.empty(STACK, np.int64)
     for bi in range(buckets.shape[0]):
         b = buckets[bi]
-        blo, bhi = F[b, LO:LO + 3], F[b, HI:HI + 3]
+        blo, bhi = nf[b, LO:LO + 3], nf[b, HI:HI + 3]
         stack[0] = 0
         top = 1
         while top > 0:
             top -= 1
             i = stack[top]
-            if _accepted(F, i, blo, bhi, theta) or I[i, KIND] == LEAF:
+            if _accepted(nf, i, blo, bhi, theta) or ni[i, KIND] == LEAF:
                 continue
-            if I[i, KIND] == REMOTE:
+            if ni[i, KIND] == REMOTE:
                 stuck[bi] = True
                 if not seen[i]:
                     seen[i] = True
                     missed[nm] = i
                     nm += 1
                 continue
-            ch = I[i, CHILD]
-            for k in range(I[i, NCHILD] - 1, -1, -1):
+            ch = ni[i, CHILD]
+            for k in range(ni[i, NCHILD] - 1, -1, -1):
                 stack[top] = ch + k
                 top += 1
     return missed[:nm].copy(), stuck
 
 
 @njit(cache=True, error_model="numpy")
-def walk_forces(F: np.ndarray, I: np.ndarray, P: np.ndarray,  # noqa: N803, C901
+def walk_forces(nf: np.ndarray, ni: np.ndarray, pt: np.ndarray,  # noqa: C901
                 buckets: np.ndarray, theta: float, eps: float, acc: np.ndarray,
                 pot: np.ndarray, poff: int) -> tuple[int, int]:
     """Accelerations and potentials of the particles of ``buckets`` (written at their table
@@ -468,22 +468,22 @@ def walk_forces(F: np.ndarray, I: np.ndarray, P: np.ndarray,  # noqa: N803, C901
     npp = npn = 0
     for bi in range(buckets.shape[0]):
         b = buckets[bi]
-        f, c = I[b, PFIRST], I[b, PCOUNT]
-        blo, bhi = F[b, LO:LO + 3], F[b, HI:HI + 3]
+        f, c = ni[b, PFIRST], ni[b, PCOUNT]
+        blo, bhi = nf[b, LO:LO + 3], nf[b, HI:HI + 3]
         ax, ay, az, ph = np.zeros(c), np.zeros(c), np.zeros(c), np.zeros(c)
         stack[0] = 0
         top = 1
         while top > 0:
             top -= 1
             i = stack[top]
-            if _accepted(F, i, blo, bhi, theta):
-                m = F[i, MASS]
-                qxx, qyy, qzz = F[i, QUAD], F[i, QUAD + 1], F[i, QUAD + 2]
-                qxy, qxz, qyz = F[i, QUAD + 3], F[i, QUAD + 4], F[i, QUAD + 5]
+            if _accepted(nf, i, blo, bhi, theta):
+                m = nf[i, MASS]
+                qxx, qyy, qzz = nf[i, QUAD], nf[i, QUAD + 1], nf[i, QUAD + 2]
+                qxy, qxz, qyz = nf[i, QUAD + 3], nf[i, QUAD + 4], nf[i, QUAD + 5]
                 for k in range(c):
-                    rx = P[f + k, 0] - F[i, COM]
-                    ry = P[f + k, 1] - F[i, COM + 1]
-                    rz = P[f + k, 2] - F[i, COM + 2]
+                    rx = pt[f + k, 0] - nf[i, COM]
+                    ry = pt[f + k, 1] - nf[i, COM + 1]
+                    rz = pt[f + k, 2] - nf[i, COM + 2]
                     inv2 = 1.0 / (rx * rx + ry * ry + rz * rz + eps2)
                     inv = math.sqrt(inv2)
                     inv3 = inv * inv2
@@ -498,28 +498,28 @@ def walk_forces(F: np.ndarray, I: np.ndarray, P: np.ndarray,  # noqa: N803, C901
                     az[k] += g * rz + qz * inv5
                     ph[k] += -m * inv - 0.5 * rqr * inv5
                 npn += c
-            elif I[i, KIND] == LEAF:
-                lf, lc = I[i, PFIRST], I[i, PCOUNT]
+            elif ni[i, KIND] == LEAF:
+                lf, lc = ni[i, PFIRST], ni[i, PCOUNT]
                 for k in range(c):
-                    xi, yi, zi = P[f + k, 0], P[f + k, 1], P[f + k, 2]
+                    xi, yi, zi = pt[f + k, 0], pt[f + k, 1], pt[f + k, 2]
                     for j in range(lf, lf + lc):
                         if j == f + k:
                             continue
-                        dx, dy, dz = xi - P[j, 0], yi - P[j, 1], zi - P[j, 2]
+                        dx, dy, dz = xi - pt[j, 0], yi - pt[j, 1], zi - pt[j, 2]
                         r2 = dx * dx + dy * dy + dz * dz + eps2
                         if r2 == 0.0:
                             continue
                         inv = 1.0 / math.sqrt(r2)
-                        s = P[j, 3] * inv
+                        s = pt[j, 3] * inv
                         s3 = s * inv * inv
                         ax[k] -= s3 * dx
                         ay[k] -= s3 * dy
                         az[k] -= s3 * dz
                         ph[k] -= s
                 npp += c * lc
-            elif I[i, KIND] == INTERNAL:
-                ch = I[i, CHILD]
-                for k in range(I[i, NCHILD] - 1, -1, -1):
+            elif ni[i, KIND] == INTERNAL:
+                ch = ni[i, CHILD]
+                for k in range(ni[i, NCHILD] - 1, -1, -1):
                     stack[top] = ch + k
                     top += 1
             else:
@@ -572,48 +572,48 @@ def direct_forces(x: np.ndarray, m: np.ndarray, eps: float,
 
 # ----------------------------------------------------------------- remote answers
 @njit(cache=True, error_model="numpy")
-def extract(F: np.ndarray, I: np.ndarray, P: np.ndarray, root: int,  # noqa: N803
+def extract(nf: np.ndarray, ni: np.ndarray, pt: np.ndarray, root: int,
             depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Node ``root`` and its descendants down to ``depth`` levels below it, breadth first
     (children next to each other, pointers relative to the answer), with the particles of
     its leaves (``PFIRST`` relative to them); internal nodes at the last level are REMOTE."""
-    order = np.empty(F.shape[0], np.int64)
-    lev = np.empty(F.shape[0], np.int64)
-    first = np.full(F.shape[0], -1, np.int64)
+    order = np.empty(nf.shape[0], np.int64)
+    lev = np.empty(nf.shape[0], np.int64)
+    first = np.full(nf.shape[0], -1, np.int64)
     order[0], lev[0] = root, 0
     n = 1
     i = 0
     npart = 0
     while i < n:
         node = order[i]
-        if I[node, KIND] == INTERNAL and lev[i] < depth:
+        if ni[node, KIND] == INTERNAL and lev[i] < depth:
             first[i] = n
-            for k in range(I[node, NCHILD]):
-                order[n] = I[node, CHILD] + k
+            for k in range(ni[node, NCHILD]):
+                order[n] = ni[node, CHILD] + k
                 lev[n] = lev[i] + 1
                 n += 1
-        elif I[node, KIND] == LEAF:
-            npart += I[node, PCOUNT]
+        elif ni[node, KIND] == LEAF:
+            npart += ni[node, PCOUNT]
         i += 1
-    Fs = np.empty((n, NF))  # noqa: N806
-    Is = np.empty((n, NI), np.int64)  # noqa: N806
-    Ps = np.empty((npart, 4))  # noqa: N806
+    nfs = np.empty((n, NF))
+    nis = np.empty((n, NI), np.int64)
+    pts = np.empty((npart, 4))
     pn = 0
     for i in range(n):
         node = order[i]
-        Fs[i] = F[node]
-        Is[i] = I[node]
-        if I[node, KIND] == INTERNAL:
+        nfs[i] = nf[node]
+        nis[i] = ni[node]
+        if ni[node, KIND] == INTERNAL:
             if first[i] < 0:
-                Is[i, KIND], Is[i, CHILD] = REMOTE, -1
+                nis[i, KIND], nis[i, CHILD] = REMOTE, -1
             else:
-                Is[i, CHILD] = first[i]
-        elif I[node, KIND] == LEAF:
-            pf, pc = I[node, PFIRST], I[node, PCOUNT]
-            Ps[pn:pn + pc] = P[pf:pf + pc]
-            Is[i, PFIRST] = pn
+                nis[i, CHILD] = first[i]
+        elif ni[node, KIND] == LEAF:
+            pf, pc = ni[node, PFIRST], ni[node, PCOUNT]
+            pts[pn:pn + pc] = pt[pf:pf + pc]
+            nis[i, PFIRST] = pn
             pn += pc
-    return Fs, Is, Ps
+    return nfs, nis, pts
 
 
 def _warm() -> None:
@@ -627,13 +627,13 @@ def _warm() -> None:
 # ----------------------------------------------------------------- the serial tree code
 @dataclass
 class Tree:
-    """A whole octree built serially: tables ``F``, ``I`` (node 0 the root), particles ``P``
-    (x, y, z, mass) in key order, ``order`` (particle k of ``P`` is input particle
+    """A whole octree built serially: tables ``nf``, ``ni`` (node 0 the root), particles ``pt``
+    (x, y, z, mass) in key order, ``order`` (particle k of ``pt`` is input particle
     ``order[k]``)."""
 
-    F: np.ndarray
-    I: np.ndarray  # noqa: E741
-    P: np.ndarray
+    nf: np.ndarray
+    ni: np.ndarray
+    pt: np.ndarray
     order: np.ndarray
 
 
@@ -648,9 +648,9 @@ def serial_tree(x: np.ndarray, m: np.ndarray, bucket: int,
     corner, side = cube(ext)
     keys = morton_keys(x, corner, side)
     order = np.lexsort((ids, keys))
-    P = np.concatenate([x[order], np.asarray(m, np.float64)[order, None]], axis=1)  # noqa: N806
-    F, I = build_tree(keys[order], P, np.array([[1, 0, 0, n]]), bucket)  # noqa: N806, E741
-    return Tree(F, I, P, order)
+    pt = np.concatenate([x[order], np.asarray(m, np.float64)[order, None]], axis=1)
+    nf, ni = build_tree(keys[order], pt, np.array([[1, 0, 0, n]]), bucket)
+    return Tree(nf, ni, pt, order)
 
 
 def tree_forces(x: np.ndarray, m: np.ndarray, theta: float, eps: float, bucket: int,
@@ -658,9 +658,9 @@ def tree_forces(x: np.ndarray, m: np.ndarray, theta: float, eps: float, bucket: 
     """Accelerations and potentials of the particles (input order) by the tree code run
     serially, and the interactions counted."""
     t = serial_tree(x, m, bucket, ids)
-    buckets = np.flatnonzero(t.I[:, KIND] == LEAF)
+    buckets = np.flatnonzero(t.ni[:, KIND] == LEAF)
     acc, pot = np.zeros((len(x), 3)), np.zeros(len(x))
-    npp, npn = walk_forces(t.F, t.I, t.P, buckets, theta, eps, acc, pot, 0)
+    npp, npn = walk_forces(t.nf, t.ni, t.pt, buckets, theta, eps, acc, pot, 0)
     out_a, out_p = np.empty_like(acc), np.empty_like(pot)
     out_a[t.order], out_p[t.order] = acc, pot
     return out_a, out_p, npp + npn
@@ -672,13 +672,13 @@ _warm()
 # ----------------------------------------------------------------- the top tree
 def top_tree(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray,
                                                                   dict[int, int]]:
-    """The nodes above the domain leaves, from every piece's domain-leaf rows (``F``, ``I``,
+    """The nodes above the domain leaves, from every piece's domain-leaf rows (``nf``, ``ni``,
     in piece order, which is key order): tables with the root first and children next to
     each other in octant order, domain leaves REMOTE (``OWNER``: their piece), internal
     nodes combined upwards; and the row of every node key."""
-    Fd = np.concatenate([f for f, _ in parts]) if parts else np.zeros((0, NF))  # noqa: N806
-    Id = np.concatenate([i for _, i in parts]) if parts else np.zeros((0, NI), np.int64)  # noqa: N806
-    leaf_row = {int(k): j for j, k in enumerate(Id[:, KEY])}
+    nfd = np.concatenate([f for f, _ in parts]) if parts else np.zeros((0, NF))
+    nid = np.concatenate([i for _, i in parts]) if parts else np.zeros((0, NI), np.int64)
+    leaf_row = {int(k): j for j, k in enumerate(nid[:, KEY])}
     present = set(leaf_row)
     kids: dict[int, list[int]] = {}
     for k in leaf_row:
@@ -697,18 +697,18 @@ def top_tree(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np
             first[node] = len(order)
             order.extend(sorted(below))
     n = len(order) if present else 0
-    F = np.zeros((n, NF))  # noqa: N806
-    I = np.zeros((n, NI), np.int64)  # noqa: N806, E741
+    nf = np.zeros((n, NF))
+    ni = np.zeros((n, NI), np.int64)
     for t, key in enumerate(order[:n]):
         j = leaf_row.get(key)
         if j is not None:
-            F[t], I[t] = Fd[j], Id[j]
-            I[t, KIND], I[t, CHILD], I[t, NCHILD] = REMOTE, -1, 0
+            nf[t], ni[t] = nfd[j], nid[j]
+            ni[t, KIND], ni[t, CHILD], ni[t, NCHILD] = REMOTE, -1, 0
         else:
-            I[t, KEY], I[t, LEVEL], I[t, KIND] = key, (key.bit_length() - 1) // 3, INTERNAL
-            I[t, CHILD], I[t, NCHILD], I[t, OWNER] = first[key], len(kids[key]), -1
-    combine_up(F, I)
-    return F, I, {key: t for t, key in enumerate(order[:n])}
+            ni[t, KEY], ni[t, LEVEL], ni[t, KIND] = key, (key.bit_length() - 1) // 3, INTERNAL
+            ni[t, CHILD], ni[t, NCHILD], ni[t, OWNER] = first[key], len(kids[key]), -1
+    combine_up(nf, ni)
+    return nf, ni, {key: t for t, key in enumerate(order[:n])}
 
 
 # ----------------------------------------------------------------- the chares
@@ -734,10 +734,10 @@ class Cache(shoal.Chare):
         self.step = -1
         self.built = -1
         self.published: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
-        self.F = np.zeros((0, NF))
-        self.I = np.zeros((0, NI), np.int64)
-        self.P = np.zeros((0, 4))
-        self.n = self.np = 0
+        self.nf = np.zeros((0, NF))
+        self.ni = np.zeros((0, NI), np.int64)
+        self.pt = np.zeros((0, 4))
+        self.nrows = self.npart = 0
         self.blocks: dict[int, tuple[int, int]] = {}
         self.inflight: dict[int, list[int]] = {}  # table row -> pieces waiting for it
         self.waiting: dict[int, int] = {}  # piece -> rows it waits for
@@ -752,14 +752,14 @@ class Cache(shoal.Chare):
     def stats(self) -> dict[str, int]:
         return dict(self.counts)
 
-    def publish(self, step: int, piece: int, F: np.ndarray, I: np.ndarray,  # noqa: N803, E741
-                P: np.ndarray, roots: int) -> None:  # noqa: N803
+    def publish(self, step: int, piece: int, nf: np.ndarray, ni: np.ndarray,
+                pt: np.ndarray, roots: int) -> None:
         """A piece of this PE built its subtrees of ``step`` (its ``roots`` domain leaves
         are its first rows)."""
         if step != self.step:
             assert not self.inflight, "a new step while requests are in flight"
             self.step, self.published, self.blocks = step, {}, {}
-        self.published[piece] = (F, I, P, roots)
+        self.published[piece] = (nf, ni, pt, roots)
 
     def build(self, step: int, parts: list[tuple[np.ndarray, np.ndarray]]) -> None:
         """The table of ``step`` (once per PE): the top tree, then each local piece's
@@ -768,9 +768,9 @@ class Cache(shoal.Chare):
             return
         assert step == self.step or not self.published, (step, self.step)
         self.built = step
-        F, I, where = top_tree(parts)  # noqa: N806, E741
-        blocks_f, blocks_i, blocks_p = [F], [I], []
-        n, npart = len(F), 0
+        nf, ni, where = top_tree(parts)
+        blocks_f, blocks_i, blocks_p = [nf], [ni], []
+        n, npart = len(nf), 0
         for piece in sorted(self.published):
             pf, pi, pp, roots = self.published[piece]
             pi = pi.copy()
@@ -780,18 +780,18 @@ class Cache(shoal.Chare):
             self.blocks[piece] = (n, npart)
             for r in range(roots):  # its domain leaves, linked to their subtrees
                 t = where[int(pi[r, KEY])]
-                assert I[t, KIND] == REMOTE and I[t, OWNER] == piece, (piece, r)
-                I[t, KIND], I[t, CHILD], I[t, NCHILD] = pi[r, KIND], pi[r, CHILD], \
+                assert ni[t, KIND] == REMOTE and ni[t, OWNER] == piece, (piece, r)
+                ni[t, KIND], ni[t, CHILD], ni[t, NCHILD] = pi[r, KIND], pi[r, CHILD], \
                     pi[r, NCHILD]
-                I[t, PFIRST], I[t, PCOUNT] = pi[r, PFIRST], pi[r, PCOUNT]
+                ni[t, PFIRST], ni[t, PCOUNT] = pi[r, PFIRST], pi[r, PCOUNT]
             blocks_f.append(pf)
             blocks_i.append(pi)
             blocks_p.append(pp)
             n += len(pf)
             npart += len(pp)
-        self.F, self.I = np.concatenate(blocks_f), np.concatenate(blocks_i)
-        self.P = np.concatenate(blocks_p) if blocks_p else np.zeros((0, 4))
-        self.n, self.np = n, npart
+        self.nf, self.ni = np.concatenate(blocks_f), np.concatenate(blocks_i)
+        self.pt = np.concatenate(blocks_p) if blocks_p else np.zeros((0, 4))
+        self.nrows, self.npart = n, npart
         self.published = {}
 
     def block(self, piece: int) -> tuple[int, int]:
@@ -799,7 +799,7 @@ class Cache(shoal.Chare):
         return self.blocks[piece]
 
     def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self.F[:self.n], self.I[:self.n], self.P[:self.np]
+        return self.nf[:self.nrows], self.ni[:self.nrows], self.pt[:self.npart]
 
     def request(self, step: int, piece: int, rows: np.ndarray) -> None:
         """Piece ``piece`` must open these REMOTE rows: ask their owners for those no piece
@@ -811,7 +811,7 @@ class Cache(shoal.Chare):
             waiters = self.inflight.get(t)
             if waiters is None:
                 self.inflight[t] = [piece]
-                new.setdefault(int(self.I[t, OWNER]), []).append(t)
+                new.setdefault(int(self.ni[t, OWNER]), []).append(t)
             else:
                 waiters.append(piece)
                 self.counts["shared"] += 1
@@ -820,38 +820,38 @@ class Cache(shoal.Chare):
         for owner, ts in new.items():
             self.counts["requests"] += 1
             self.counts["asked"] += len(ts)
-            self.pieces[owner].fetch(step, self.I[ts, KEY], me, np.array(ts), prio=-1)
+            self.pieces[owner].fetch(step, self.ni[ts, KEY], me, np.array(ts), prio=-1)
 
     def _grow(self, rows: int, parts: int) -> None:
-        if self.n + rows > len(self.F):
-            cap = max(2 * len(self.F), self.n + rows)
-            self.F = np.concatenate([self.F[:self.n], np.zeros((cap - self.n, NF))])
-            self.I = np.concatenate([self.I[:self.n], np.zeros((cap - self.n, NI), np.int64)])
-        if self.np + parts > len(self.P):
-            cap = max(2 * len(self.P), self.np + parts)
-            self.P = np.concatenate([self.P[:self.np], np.zeros((cap - self.np, 4))])
+        if self.nrows + rows > len(self.nf):
+            cap = max(2 * len(self.nf), self.nrows + rows)
+            self.nf = np.concatenate([self.nf[:self.nrows], np.zeros((cap - self.nrows, NF))])
+            self.ni = np.concatenate([self.ni[:self.nrows], np.zeros((cap - self.nrows, NI), np.int64)])
+        if self.npart + parts > len(self.pt):
+            cap = max(2 * len(self.pt), self.npart + parts)
+            self.pt = np.concatenate([self.pt[:self.npart], np.zeros((cap - self.npart, 4))])
 
     def fill(self, step: int, rows: np.ndarray, answers: list[tuple[np.ndarray, ...]]) -> None:
         """Owners' answers: each row's subtree (:func:`extract`) joins the table; pieces
         that waited for nothing else walk on."""
         assert step == self.built, (step, self.built)
-        for t, (fs, is_, ps) in zip(rows.tolist(), answers, strict=True):
+        for t, (fs, js, ps) in zip(rows.tolist(), answers, strict=True):
             k = len(fs) - 1
             self._grow(k, len(ps))
-            base, pbase = self.n - 1, self.np  # answer row j (>= 1) goes to row base + j
-            is_ = is_.copy()
-            inner = is_[:, KIND] == INTERNAL
-            is_[inner, CHILD] += base
-            leaf = is_[:, KIND] == LEAF
-            is_[leaf, PFIRST] += pbase
-            self.F[self.n:self.n + k] = fs[1:]
-            self.I[self.n:self.n + k] = is_[1:]
-            self.P[self.np:self.np + len(ps)] = ps
-            self.I[t, KIND], self.I[t, CHILD], self.I[t, NCHILD] = is_[0, KIND], \
-                is_[0, CHILD], is_[0, NCHILD]
-            self.I[t, PFIRST], self.I[t, PCOUNT] = is_[0, PFIRST], is_[0, PCOUNT]
-            self.n += k
-            self.np += len(ps)
+            base, pbase = self.nrows - 1, self.npart  # answer row j (>= 1) goes to row base + j
+            js = js.copy()
+            inner = js[:, KIND] == INTERNAL
+            js[inner, CHILD] += base
+            leaf = js[:, KIND] == LEAF
+            js[leaf, PFIRST] += pbase
+            self.nf[self.nrows:self.nrows + k] = fs[1:]
+            self.ni[self.nrows:self.nrows + k] = js[1:]
+            self.pt[self.npart:self.npart + len(ps)] = ps
+            self.ni[t, KIND], self.ni[t, CHILD], self.ni[t, NCHILD] = js[0, KIND], \
+                js[0, CHILD], js[0, NCHILD]
+            self.ni[t, PFIRST], self.ni[t, PCOUNT] = js[0, PFIRST], js[0, PCOUNT]
+            self.nrows += k
+            self.npart += len(ps)
             self.counts["rows"] += k + 1
             self.counts["particles"] += len(ps)
         for t in rows.tolist():
@@ -888,7 +888,7 @@ class Piece(shoal.Chare):
         self.interactions = [0, 0]  # particle-particle, particle-node, since the last report
         self.arrived: dict[int, list[tuple[np.ndarray, ...]]] = {}
         self.expected = -1  # particles this piece owns this step, once decomposed
-        self.tree: tuple[np.ndarray, ...] | None = None
+        self.tree: tuple[Any, ...] | None = None  # nf, ni, pt, rows by key, its step
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
@@ -1000,13 +1000,15 @@ class Piece(shoal.Chare):
         start, end = key_range(nodes, levels)
         roots = np.stack([nodes, levels, np.searchsorted(self.keys, start),
                           np.searchsorted(self.keys, end)], axis=1)
-        P = np.concatenate([self.x, self.m[:, None]], axis=1)  # noqa: N806
-        F, I = build_tree(self.keys, P, roots, self.p.bucket)  # noqa: N806, E741
-        I[:, OWNER] = self.thisIndex[0]
-        self.tree = (F, I, P, np.argsort(I[:, KEY]))
+        pt = np.concatenate([self.x, self.m[:, None]], axis=1)
+        nf, ni = build_tree(self.keys, pt, roots, self.p.bucket)
+        ni[:, OWNER] = self.thisIndex[0]
+        # kept until the next step's: pieces still walking this step fetch from it (this
+        # piece's own step counter moves on as soon as its forces are done)
+        self.tree = (nf, ni, pt, np.argsort(ni[:, KEY]), self.step)
         self.centre = self._centre()
-        local_cache(self.cache).publish(self.step, self.thisIndex[0], F, I, P, len(roots))
-        self.contribute((F[:len(roots)], I[:len(roots)]), shoal.Reducer.gather,
+        local_cache(self.cache).publish(self.step, self.thisIndex[0], nf, ni, pt, len(roots))
+        self.contribute((nf[:len(roots)], ni[:len(roots)]), shoal.Reducer.gather,
                         self.thisProxy.top)
 
     # ------------------------------------------------------------- the walk
@@ -1029,13 +1031,13 @@ class Piece(shoal.Chare):
         """Find the remote nodes the pending buckets need and ask for them; compute the
         buckets that need nothing more meanwhile; done when none is pending."""
         cache, p = local_cache(self.cache), self.p
-        F, I, P = cache.tables()  # noqa: N806, E741
-        missed, stuck = walk_misses(F, I, self.pending, p.theta)
+        nf, ni, pt = cache.tables()
+        missed, stuck = walk_misses(nf, ni, self.pending, p.theta)
         ready, self.pending = self.pending[~stuck], self.pending[stuck]
         if len(missed):
             cache.request(self.step, self.thisIndex[0], missed)
         if len(ready):
-            npp, npn = walk_forces(F, I, P, ready, p.theta, p.eps, self.acc, self.pot,
+            npp, npn = walk_forces(nf, ni, pt, ready, p.theta, p.eps, self.acc, self.pot,
                                    self.poff)
             assert npp >= 0, "a walk met a remote node it had not asked for"
             self.interactions[0] += npp
@@ -1045,11 +1047,11 @@ class Piece(shoal.Chare):
 
     def fetch(self, step: int, keys: np.ndarray, pe: int, rows: np.ndarray) -> None:
         """A PE's cache asks for these nodes of this piece: their subtrees."""
-        assert step == self.step and self.tree is not None, (step, self.step)
-        F, I, P, by_key = self.tree  # noqa: N806, E741
-        at = by_key[np.searchsorted(I[by_key, KEY], keys)]
-        assert np.array_equal(I[at, KEY], keys), "asked for a node this piece does not own"
-        answers = [extract(F, I, P, int(i), self.p.fetch_depth) for i in at]
+        assert self.tree is not None and step == self.tree[4], (step, self.step)
+        nf, ni, pt, by_key, _ = self.tree
+        at = by_key[np.searchsorted(ni[by_key, KEY], keys)]
+        assert np.array_equal(ni[at, KEY], keys), "asked for a node this piece does not own"
+        answers = [extract(nf, ni, pt, int(i), self.p.fetch_depth) for i in at]
         self.cache[pe].fill(step, rows, answers, prio=-1)
 
     # ------------------------------------------------------------- integration
