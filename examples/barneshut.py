@@ -49,6 +49,8 @@ def parse(argv: list[str]) -> tuple[Params, argparse.Namespace]:
     ap.add_argument("--lb", help="strategy (default: shoal run's --lb, else orb)")
     ap.add_argument("--report-every", type=int, default=d.report_every)
     ap.add_argument("--seed", type=int, default=d.seed)
+    ap.add_argument("--decomposition", choices=("oct", "sfc"), default=d.decomposition,
+                    help="pieces of equal volume (oct, the paper's) or equal counts (sfc)")
     ap.add_argument("--check", type=int, default=0,
                     help="compare step 0's accelerations of this many particles with "
                          "direct summation")
@@ -57,7 +59,8 @@ def parse(argv: list[str]) -> tuple[Params, argparse.Namespace]:
                     "seconds (on a shared machine, time other processes take is not load)")
     a = ap.parse_args(argv)
     p = Params(a.n, a.steps, a.dt, a.theta, a.eps, a.bucket, a.pieces, a.domain_factor,
-               a.fetch_depth, a.clusters, a.size, a.lb_every, a.report_every, a.seed)
+               a.fetch_depth, a.clusters, a.size, a.lb_every, a.report_every, a.seed,
+               a.decomposition)
     return p, a
 
 

@@ -99,6 +99,7 @@ class Params:
     lb_every: int = 0
     report_every: int = 5
     seed: int = 1
+    decomposition: str = "oct"
 
     def check(self) -> None:
         """Raise :class:`UsageError` for a run that cannot work, saying what to change."""
@@ -112,6 +113,8 @@ class Params:
         if not 0 <= self.theta < 1:
             raise UsageError(f"theta must be in [0, 1) (got {self.theta}): at 1 or more a "
                              "node could be accepted by a bucket inside it")
+        if self.decomposition not in ("oct", "sfc"):
+            raise UsageError(f"decomposition must be oct or sfc, not {self.decomposition!r}")
         if not (self.dt > 0 and self.eps >= 0 and self.size > 0):
             raise UsageError("dt and size must be > 0, eps >= 0")
 
@@ -864,6 +867,42 @@ class Cache(shoal.Chare):
                     self.pieces[piece].walk_more(step)
 
 
+def oct_level(npieces: int) -> int:
+    """The octree level whose cells the oct decomposition deals out: at least 8 per piece."""
+    level = 0
+    while 8**level < 8 * npieces:
+        level += 1
+    return min(level, BITS)
+
+
+def oct_piece(cells: np.ndarray, npieces: int) -> np.ndarray:
+    """The piece of each cell of level :func:`oct_level` (piece k holds the cells from
+    ``k C / P`` to ``(k + 1) C / P``, rounded down, of the C cells in Morton order)."""
+    total = 8 ** oct_level(npieces)
+    return ((np.asarray(cells, np.int64) + 1) * npieces + total - 1) // total - 1
+
+
+def straddles(nodes: np.ndarray, levels: np.ndarray, npieces: int) -> np.ndarray:
+    """Which nodes hold cells of more than one piece under the oct decomposition."""
+    level = oct_level(npieces)
+    start, _ = key_range(nodes, levels)
+    first = start >> (3 * (BITS - level))
+    span = np.where(levels < level, 8 ** np.maximum(level - levels, 0), 1)
+    return oct_piece(first, npieces) != oct_piece(first + span - 1, npieces)
+
+
+def owners(start: np.ndarray, counts: np.ndarray, npieces: int, how: str) -> np.ndarray:
+    """The piece of each domain leaf (given in key order by its first key and its count).
+    ``sfc``: runs of equal particle counts (a leaf goes where the middle of its particles
+    falls). ``oct``: equal volumes, the piece of the cell its first key is in (the
+    decomposition split every node of more than a bucket that crossed pieces)."""
+    if how == "oct":
+        return oct_piece(start >> (3 * (BITS - oct_level(npieces))), npieces)
+    before = np.cumsum(counts) - counts
+    total = max(int(counts.sum()), 1)
+    return (2 * before + counts) * npieces // (2 * total)
+
+
 def report_steps(p: Params) -> list[int]:
     """The steps whose energies are reported: 0, every ``report_every``, and the last."""
     steps = list(range(0, p.steps + 1, p.report_every))
@@ -942,7 +981,10 @@ class Piece(shoal.Chare):
         """The candidates' particle counts over every piece: split those above the
         threshold (every piece decides the same), keep the others."""
         nodes, levels = self.cands
-        big = (counts > self.threshold) & (levels < BITS)
+        big = counts > self.threshold
+        if self.p.decomposition == "oct":  # no node with more than a bucket across pieces
+            big |= (counts > self.p.bucket) & straddles(nodes, levels, self.npieces)
+        big &= levels < BITS
         keep = ~big & (counts > 0)
         self.final.append((nodes[keep], levels[keep], counts[keep]))
         if big.any():
@@ -952,13 +994,12 @@ class Piece(shoal.Chare):
             self._decomposed()
 
     def _decomposed(self) -> None:
-        """Domain leaves to pieces (runs in key order, by count); particles to owners."""
+        """Domain leaves to pieces (:func:`owners`); particles to the owners."""
         nodes, levels, counts = (np.concatenate(c) for c in zip(*self.final, strict=True))
         start, _ = key_range(nodes, levels)
         order = np.argsort(start)
         nodes, levels, counts, start = nodes[order], levels[order], counts[order], start[order]
-        before = np.cumsum(counts) - counts
-        owner = (2 * before + counts) * self.npieces // (2 * self.p.n)
+        owner = owners(start, counts, self.npieces, self.p.decomposition)
         me = self.thisIndex[0]
         mine = owner == me
         self.domain = (nodes[mine], levels[mine])
@@ -985,7 +1026,7 @@ class Piece(shoal.Chare):
         got = self.arrived.get(self.step, [])
         if self.expected < 0 or sum(len(q[0]) for q in got) < self.expected:
             return
-        del self.arrived[self.step]
+        self.arrived.pop(self.step, None)
         ids, x, v, m, keys = (np.concatenate([q[i] for q in got]) if got else
                               np.zeros((0, 3) if i in (1, 2) else 0,
                                        np.int64 if i in (0, 4) else np.float64)
