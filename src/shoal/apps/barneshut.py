@@ -71,6 +71,7 @@ KEY, LEVEL, KIND, CHILD, NCHILD, PFIRST, PCOUNT, OWNER = range(8)
 NI = 8
 INTERNAL, LEAF, REMOTE = 0, 1, 2  # REMOTE: its children (or particles) are not here yet
 BITS = 20  # bits of a particle key per axis; the deepest node level
+GROUP = 8  # buckets' worth of particles in a group that looks for remote nodes at once
 STACK = 512  # a walk's stack: at most 7 pending siblings per level, BITS levels
 CHUNK = 4096  # particles drawn per random stream of the initial conditions
 RTRUNC = 10.0  # Plummer spheres are cut at this many scale radii
@@ -409,6 +410,48 @@ def build_tree(keys: np.ndarray, pt: np.ndarray, roots: np.ndarray,
 
 
 # ----------------------------------------------------------------- the walk
+@njit(cache=True, error_model="numpy")
+def walk_groups(ni: np.ndarray, roots: int, most: int) -> tuple[np.ndarray, np.ndarray,
+                                                                  np.ndarray]:
+    """The groups of buckets a piece looks for remote nodes with: the highest nodes under
+    its ``roots`` of at most ``most`` particles (or leaves). Returns the group nodes, and
+    the leaves of group g as ``leaves[start[g]:start[g + 1]]``."""
+    n = ni.shape[0]
+    groups = np.empty(n, np.int64)
+    start = np.zeros(n + 1, np.int64)
+    leaves = np.empty(n, np.int64)
+    stack = np.empty(n + 1, np.int64)
+    inner = np.empty(n + 1, np.int64)
+    ng = nl = 0
+    for r in range(roots - 1, -1, -1):
+        stack[0] = r
+        top = 1
+        while top > 0:
+            top -= 1
+            i = stack[top]
+            if ni[i, KIND] == LEAF or ni[i, PCOUNT] <= most:
+                groups[ng] = i
+                inner[0] = i
+                t = 1
+                while t > 0:  # its leaves, depth first
+                    t -= 1
+                    j = inner[t]
+                    if ni[j, KIND] == LEAF:
+                        leaves[nl] = j
+                        nl += 1
+                    else:
+                        for k in range(ni[j, NCHILD] - 1, -1, -1):
+                            inner[t] = ni[j, CHILD] + k
+                            t += 1
+                ng += 1
+                start[ng] = nl
+            else:
+                for k in range(ni[i, NCHILD] - 1, -1, -1):
+                    stack[top] = ni[i, CHILD] + k
+                    top += 1
+    return groups[:ng].copy(), start[:ng + 1].copy(), leaves[:nl].copy()
+
+
 @njit(cache=True, error_model="numpy", inline="always")
 def _accepted(nf: np.ndarray, i: int, blo: np.ndarray, bhi: np.ndarray,
               theta: float) -> bool:
@@ -828,8 +871,9 @@ class Cache(shoal.Chare):
     def _grow(self, rows: int, parts: int) -> None:
         if self.nrows + rows > len(self.nf):
             cap = max(2 * len(self.nf), self.nrows + rows)
-            self.nf = np.concatenate([self.nf[:self.nrows], np.zeros((cap - self.nrows, NF))])
-            self.ni = np.concatenate([self.ni[:self.nrows], np.zeros((cap - self.nrows, NI), np.int64)])
+            more = cap - self.nrows
+            self.nf = np.concatenate([self.nf[:self.nrows], np.zeros((more, NF))])
+            self.ni = np.concatenate([self.ni[:self.nrows], np.zeros((more, NI), np.int64)])
         if self.npart + parts > len(self.pt):
             cap = max(2 * len(self.pt), self.npart + parts)
             self.pt = np.concatenate([self.pt[:self.npart], np.zeros((cap - self.npart, 4))])
@@ -1046,7 +1090,7 @@ class Piece(shoal.Chare):
         ni[:, OWNER] = self.thisIndex[0]
         # kept until the next step's: pieces still walking this step fetch from it (this
         # piece's own step counter moves on as soon as its forces are done)
-        self.tree = (nf, ni, pt, np.argsort(ni[:, KEY]), self.step)
+        self.tree = (nf, ni, pt, np.argsort(ni[:, KEY]), self.step, len(roots))
         self.centre = self._centre()
         local_cache(self.cache).publish(self.step, self.thisIndex[0], nf, ni, pt, len(roots))
         self.contribute((nf[:len(roots)], ni[:len(roots)]), shoal.Reducer.gather,
@@ -1059,7 +1103,11 @@ class Piece(shoal.Chare):
         cache.build(self.step, parts)
         assert self.tree is not None
         noff, self.poff = cache.block(self.thisIndex[0])
-        self.pending = noff + np.flatnonzero(self.tree[1][:, KIND] == LEAF)
+        groups, self.gstart, leaves = walk_groups(self.tree[1], self.tree[5],
+                                                  GROUP * self.p.bucket)
+        self.pending = noff + groups
+        self.gleaves = noff + leaves
+        self.gindex = {int(g): k for k, g in enumerate(self.pending.tolist())}
         self.acc = np.zeros_like(self.x)
         self.pot = np.zeros(len(self.ids))
         self._walk()
@@ -1069,15 +1117,18 @@ class Piece(shoal.Chare):
         self._walk()
 
     def _walk(self) -> None:
-        """Find the remote nodes the pending buckets need and ask for them; compute the
-        buckets that need nothing more meanwhile; done when none is pending."""
+        """Find the remote nodes the pending groups of buckets need (a group opens every
+        node one of its buckets opens) and ask for them; compute the buckets of groups that
+        need nothing more meanwhile; done when no group is pending."""
         cache, p = local_cache(self.cache), self.p
         nf, ni, pt = cache.tables()
         missed, stuck = walk_misses(nf, ni, self.pending, p.theta)
-        ready, self.pending = self.pending[~stuck], self.pending[stuck]
+        done, self.pending = self.pending[~stuck], self.pending[stuck]
         if len(missed):
             cache.request(self.step, self.thisIndex[0], missed)
-        if len(ready):
+        if len(done):
+            k = [self.gindex[g] for g in done.tolist()]
+            ready = np.concatenate([self.gleaves[self.gstart[g]:self.gstart[g + 1]] for g in k])
             npp, npn = walk_forces(nf, ni, pt, ready, p.theta, p.eps, self.acc, self.pot,
                                    self.poff)
             assert npp >= 0, "a walk met a remote node it had not asked for"
@@ -1089,7 +1140,7 @@ class Piece(shoal.Chare):
     def fetch(self, step: int, keys: np.ndarray, pe: int, rows: np.ndarray) -> None:
         """A PE's cache asks for these nodes of this piece: their subtrees."""
         assert self.tree is not None and step == self.tree[4], (step, self.step)
-        nf, ni, pt, by_key, _ = self.tree
+        nf, ni, pt, by_key = self.tree[:4]
         at = by_key[np.searchsorted(ni[by_key, KEY], keys)]
         assert np.array_equal(ni[at, KEY], keys), "asked for a node this piece does not own"
         answers = [extract(nf, ni, pt, int(i), self.p.fetch_depth) for i in at]
