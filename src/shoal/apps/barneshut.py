@@ -666,8 +666,14 @@ def _warm() -> None:
     """Compile (or load from numba's cache) the kernels now, at import, rather than inside
     the first measured entry method."""
     x = np.array([[0.1, 0.2, 0.3], [0.5, 0.4, 0.9], [0.7, 0.1, 0.2]])
-    tree_forces(x, np.full(3, 1 / 3), 0.5, 0.01, 1)
-    direct_forces(x, np.full(3, 1 / 3), 0.01)
+    m = np.full(3, 1 / 3)
+    tree_forces(x, m, 0.5, 0.01, 1)
+    direct_forces(x, m, 0.01)
+    t = serial_tree(x, m, 1)
+    walk_misses(t.nf, t.ni, np.flatnonzero(t.ni[:, KIND] == LEAF), 0.5)
+    walk_groups(t.ni, 1, 8)
+    extract(t.nf, t.ni, t.pt, 0, 2)
+    combine_up(t.nf.copy(), t.ni)
 
 
 # ----------------------------------------------------------------- the serial tree code
@@ -710,6 +716,20 @@ def tree_forces(x: np.ndarray, m: np.ndarray, theta: float, eps: float, bucket: 
     out_a, out_p = np.empty_like(acc), np.empty_like(pot)
     out_a[t.order], out_p[t.order] = acc, pot
     return out_a, out_p, npp + npn
+
+
+
+def serial_run(p: Params) -> tuple[np.ndarray, ...]:
+    """The run done serially with :func:`tree_forces` (the same leapfrog, the same
+    arithmetic): final positions, velocities, accelerations and potentials, by id."""
+    _, x, v, m = initial_state(p)
+    acc, pot, _ = tree_forces(x, m, p.theta, p.eps, p.bucket)
+    for _ in range(p.steps):
+        v = v + 0.5 * p.dt * acc
+        x = x + p.dt * v
+        acc, pot, _ = tree_forces(x, m, p.theta, p.eps, p.bucket)
+        v = v + 0.5 * p.dt * acc
+    return x, v, acc, pot
 
 
 _warm()
@@ -755,6 +775,37 @@ def top_tree(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np
             ni[t, CHILD], ni[t, NCHILD], ni[t, OWNER] = first[key], len(kids[key]), -1
     combine_up(nf, ni)
     return nf, ni, {key: t for t, key in enumerate(order[:n])}
+
+
+def assemble(parts: list[tuple[np.ndarray, np.ndarray]],
+             local: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, int]]
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, tuple[int, int]]]:
+    """A PE's table: the top tree of every piece's domain-leaf rows ``parts``, then the
+    trees of its own pieces (``local``: piece -> its tables and number of roots), their
+    domain leaves linked to them. Returns the tables and where each local piece's nodes
+    and particles start."""
+    nf, ni, where = top_tree(parts)
+    blocks_f, blocks_i, blocks_p = [nf], [ni], []
+    n, npart = len(nf), 0
+    starts = {}
+    for piece in sorted(local):
+        pf, pi, pp, roots = local[piece]
+        pi = pi.copy()
+        pi[pi[:, NCHILD] > 0, CHILD] += n
+        pi[:, PFIRST] += npart
+        starts[piece] = (n, npart)
+        for r in range(roots):  # its domain leaves, linked to their subtrees
+            t = where[int(pi[r, KEY])]
+            assert ni[t, KIND] == REMOTE and ni[t, OWNER] == piece, (piece, r)
+            ni[t, KIND], ni[t, CHILD], ni[t, NCHILD] = pi[r, KIND], pi[r, CHILD], pi[r, NCHILD]
+            ni[t, PFIRST], ni[t, PCOUNT] = pi[r, PFIRST], pi[r, PCOUNT]
+        blocks_f.append(pf)
+        blocks_i.append(pi)
+        blocks_p.append(pp)
+        n += len(pf)
+        npart += len(pp)
+    pt = np.concatenate(blocks_p) if blocks_p else np.zeros((0, 4))
+    return np.concatenate(blocks_f), np.concatenate(blocks_i), pt, starts
 
 
 # ----------------------------------------------------------------- the chares
@@ -808,36 +859,13 @@ class Cache(shoal.Chare):
         self.published[piece] = (nf, ni, pt, roots)
 
     def build(self, step: int, parts: list[tuple[np.ndarray, np.ndarray]]) -> None:
-        """The table of ``step`` (once per PE): the top tree, then each local piece's
-        nodes and particles, its domain leaves linked to them."""
+        """The table of ``step`` (once per PE, :func:`assemble`)."""
         if self.built == step:
             return
         assert step == self.step or not self.published, (step, self.step)
         self.built = step
-        nf, ni, where = top_tree(parts)
-        blocks_f, blocks_i, blocks_p = [nf], [ni], []
-        n, npart = len(nf), 0
-        for piece in sorted(self.published):
-            pf, pi, pp, roots = self.published[piece]
-            pi = pi.copy()
-            inner = pi[:, NCHILD] > 0
-            pi[inner, CHILD] += n
-            pi[:, PFIRST] += npart
-            self.blocks[piece] = (n, npart)
-            for r in range(roots):  # its domain leaves, linked to their subtrees
-                t = where[int(pi[r, KEY])]
-                assert ni[t, KIND] == REMOTE and ni[t, OWNER] == piece, (piece, r)
-                ni[t, KIND], ni[t, CHILD], ni[t, NCHILD] = pi[r, KIND], pi[r, CHILD], \
-                    pi[r, NCHILD]
-                ni[t, PFIRST], ni[t, PCOUNT] = pi[r, PFIRST], pi[r, PCOUNT]
-            blocks_f.append(pf)
-            blocks_i.append(pi)
-            blocks_p.append(pp)
-            n += len(pf)
-            npart += len(pp)
-        self.nf, self.ni = np.concatenate(blocks_f), np.concatenate(blocks_i)
-        self.pt = np.concatenate(blocks_p) if blocks_p else np.zeros((0, 4))
-        self.nrows, self.npart = n, npart
+        self.nf, self.ni, self.pt, self.blocks = assemble(parts, self.published)
+        self.nrows, self.npart = len(self.nf), len(self.pt)
         self.published = {}
 
     def block(self, piece: int) -> tuple[int, int]:
@@ -947,6 +975,38 @@ def owners(start: np.ndarray, counts: np.ndarray, npieces: int, how: str) -> np.
     return (2 * before + counts) * npieces // (2 * total)
 
 
+def to_split(nodes: np.ndarray, levels: np.ndarray, counts: np.ndarray, p: Params,
+             npieces: int) -> np.ndarray:
+    """Which frontier nodes the decomposition splits: those of more than ``n / (npieces *
+    domain_factor)`` particles (never fewer than a bucket: a node the decomposition splits
+    is internal in the global tree too) and, under ``oct``, those of more than a bucket
+    that hold cells of several pieces; never below the deepest level."""
+    big = counts > max(p.bucket, p.n // (npieces * p.domain_factor))
+    if p.decomposition == "oct":
+        big |= (counts > p.bucket) & straddles(nodes, levels, npieces)
+    return big & (levels < BITS)
+
+
+def domain_leaves(keys: np.ndarray, p: Params, npieces: int) -> tuple[np.ndarray, ...]:
+    """The decomposition the pieces compute together, from all the particles' sorted keys
+    at once: domain leaves in key order (node keys, levels, counts) and their pieces."""
+    nodes, levels = np.array([1], np.int64), np.array([0], np.int64)
+    found = []
+    while len(nodes):
+        start, end = key_range(nodes, levels)
+        counts = np.searchsorted(keys, end) - np.searchsorted(keys, start)
+        big = to_split(nodes, levels, counts, p, npieces)
+        keep = ~big & (counts > 0)
+        found.append((nodes[keep], levels[keep], counts[keep]))
+        nodes = ((nodes[big, None] << 3) | np.arange(8)).ravel()
+        levels = np.repeat(levels[big] + 1, 8)
+    nodes, levels, counts = (np.concatenate(c) for c in zip(*found, strict=True))
+    order = np.argsort(key_range(nodes, levels)[0])
+    nodes, levels, counts = nodes[order], levels[order], counts[order]
+    return nodes, levels, counts, owners(key_range(nodes, levels)[0], counts, npieces,
+                                         p.decomposition)
+
+
 def report_steps(p: Params) -> list[int]:
     """The steps whose energies are reported: 0, every ``report_every``, and the last."""
     steps = list(range(0, p.steps + 1, p.report_every))
@@ -966,7 +1026,6 @@ class Piece(shoal.Chare):
         self.pot = np.zeros(len(self.ids))
         self.step = 0
         self.report = report_steps(p)
-        self.threshold = max(p.bucket, p.n // (npieces * p.domain_factor))
         self.centre = self._centre()
         self.interactions = [0, 0]  # particle-particle, particle-node, since the last report
         self.arrived: dict[int, list[tuple[np.ndarray, ...]]] = {}
@@ -1025,10 +1084,7 @@ class Piece(shoal.Chare):
         """The candidates' particle counts over every piece: split those above the
         threshold (every piece decides the same), keep the others."""
         nodes, levels = self.cands
-        big = counts > self.threshold
-        if self.p.decomposition == "oct":  # no node with more than a bucket across pieces
-            big |= (counts > self.p.bucket) & straddles(nodes, levels, self.npieces)
-        big &= levels < BITS
+        big = to_split(nodes, levels, counts, self.p, self.npieces)
         keep = ~big & (counts > 0)
         self.final.append((nodes[keep], levels[keep], counts[keep]))
         if big.any():
