@@ -569,7 +569,7 @@ def walk_forces(nf: np.ndarray, ni: np.ndarray, pt: np.ndarray,  # noqa: C901
                         ay[k] -= s3 * dy
                         az[k] -= s3 * dz
                         ph[k] -= s
-                npp += c * lc
+                npp += c * lc - (c if lf == f else 0)  # not with itself
             elif ni[i, KIND] == INTERNAL:
                 ch = ni[i, CHILD]
                 for k in range(ni[i, NCHILD] - 1, -1, -1):
