@@ -77,6 +77,9 @@ async def main(p: Params, a: argparse.Namespace) -> None:
           f"{'no balancing' if not p.lb_every else f'{len(r.lb)} LB steps'}: "
           f"{r.seconds_per_step * 1e3:.2f} ms per step; {moved} piece migrations, "
           f"{sum(s['total_time'] for s in r.lb):.2f} s in LB steps")
+    after = p.lb_every or p.report_every  # the first LB step comes after step lb_every
+    if after < p.steps:
+        print(f"from step {after} on: {r.seconds_per_step_after(after) * 1e3:.2f} ms per step")
     print(f"{per_step:.4g} interactions per step, "
           f"{per_step / r.seconds_per_step:.4g} per second; caches: {r.cache['requests']} "
           f"requests for {r.cache['asked']} nodes ({r.cache['shared']} misses shared on "

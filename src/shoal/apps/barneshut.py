@@ -1250,7 +1250,8 @@ class Piece(shoal.Chare):
 class Result:
     """What a run measured: kinetic and potential energy at each reported step (exact sums
     over the particles), the interactions (particle-particle, particle-node) since the
-    previous report, ``seconds_per_step`` (from the end of step 0 to the end), the final
+    previous report, ``seconds_per_step`` (from the end of step 0 to the end), ``times``
+    (seconds from the end of step 0 to each reported step's end), the final
     particles sorted by id (``ids``, ``x``, ``v``, ``acc``, ``pot``), the caches' counts
     summed over PEs, the pieces and the balancer's history."""
 
@@ -1259,6 +1260,7 @@ class Result:
     epot: np.ndarray
     interactions: list[tuple[int, int]]
     seconds_per_step: float
+    times: list[float]
     ids: np.ndarray
     x: np.ndarray
     v: np.ndarray
@@ -1283,6 +1285,13 @@ class Result:
         later = self.interactions[1:]
         return sum(a + b for a, b in later) / max(self.steps[-1], 1)
 
+    def seconds_per_step_after(self, step: int) -> float:
+        """Seconds per step from the first reported step at or after ``step`` to the end."""
+        k = next(k for k, s in enumerate(self.steps) if s >= step)
+        if self.steps[k] == self.steps[-1]:
+            return self.seconds_per_step
+        return (self.times[-1] - self.times[k]) / (self.steps[-1] - self.steps[k])
+
     def checksum(self) -> float:
         """A digest of the final state (exact sum): equal runs print equal ones."""
         return math.fsum(np.concatenate([self.x.ravel(), self.v.ravel()]).tolist())
@@ -1303,10 +1312,12 @@ async def simulate(p: Params, progress: Any = None) -> Result:
     pieces.start()
     ekin, epot, inter = [], [], []
     t0 = 0.0
+    times = []
     for step, fut in zip(report, checks, strict=True):
         parts = await fut
         if step == 0:
             t0 = time.perf_counter()
+        times.append(time.perf_counter() - t0)
         ekin.append(math.fsum(np.concatenate([q[0] for q in parts]).tolist()))
         epot.append(math.fsum(np.concatenate([q[1] for q in parts]).tolist()))
         inter.append((sum(q[2][0] for q in parts), sum(q[2][1] for q in parts)))
@@ -1321,5 +1332,5 @@ async def simulate(p: Params, progress: Any = None) -> Result:
     for c in await cache.stats(ret=True):
         for k, n in c.items():
             counts[k] = counts.get(k, 0) + n
-    return Result(report, np.array(ekin), np.array(epot), inter, elapsed / p.steps, *pick,
-                  cache=counts, pieces=npieces, lb=shoal.lb_history())
+    return Result(report, np.array(ekin), np.array(epot), inter, elapsed / p.steps, times,
+                  *pick, cache=counts, pieces=npieces, lb=shoal.lb_history())
