@@ -16,6 +16,8 @@ CASES = {  # example: (how it is launched, its arguments, what its output says)
                ["--block", "4", "--max-level", "4", "--steps", "32", "--remesh-every", "2",
                 "--serial"], "the same bits"),
     "hello.py": (RUN, [], "2 PEs on 1 node(s), 8 elements"),
+    "barneshut.py": (RUN, ["--n", "2000", "--steps", "4", "--lb-every", "2", "--check", "50"],
+                     "99th percentile"),
     "checkpoint.py": (RUN, [], "20 iterations, checksum"),
     "control_pipeline.py": (RUN, ["--iters", "150", "--floats", "65536"], "measured stages="),
     "gossip_service.py": ("mpiexec", [], "busy"),
