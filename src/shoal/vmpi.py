@@ -57,6 +57,7 @@ from __future__ import annotations
 import functools
 import operator
 import pickle
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Hashable, Iterable, Iterator, Sequence
@@ -889,15 +890,23 @@ def _run_native(cls: type, nranks: int | None, args: tuple[Any, ...], kwargs: di
     if nranks is not None and nranks != comm.Get_size():
         raise UsageError(f"native=True runs one rank per process: nranks={nranks}, but "
                          f"mpiexec started {comm.Get_size()} processes")
-    user = cls(*args, **kwargs)
-    world = NativeComm(comm)
-    method = user.run
-    while True:
-        try:
-            result = _drive(method(world))
-            break
-        except _Migrating:
-            method = getattr(user, resume)
+    try:
+        user = cls(*args, **kwargs)
+        world = NativeComm(comm)
+        method = user.run
+        while True:
+            try:
+                result = _drive(method(world))
+                break
+            except _Migrating:
+                method = getattr(user, resume)
+    except BaseException:  # the other ranks would wait for this one forever: end the job
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.write(f"shoal.vmpi: rank {comm.Get_rank()} failed: the job ends\n")
+        sys.stderr.flush()
+        comm.Abort(1)
     return comm.gather(result, root=0)
 
 
