@@ -88,6 +88,7 @@ __all__ = [
     "Request",
     "Status",
     "Wtime",
+    "last_run",
     "run",
 ]
 
@@ -825,18 +826,30 @@ class Comm:
 # ------------------------------------------------------------------------------ running
 class _Results:
     value: list[Any] | None = None
+    info: dict[str, Any] | None = None
+
+
+def last_run() -> dict[str, Any]:
+    """On the first process, after :func:`run`: ``nranks``, ``pes``, ``seconds`` (from the
+    ranks' creation to the last one's return), ``lb`` (the balancer's steps,
+    :func:`shoal.lb_history`) and ``migrations`` (their sum); {} elsewhere or before."""
+    return dict(_Results.info or {})
 
 
 async def _main(cls: type, nranks: int | None, per_pe: int | None, args: tuple[Any, ...],
                 kwargs: dict[str, Any], resume: str, placement: Any) -> None:
-    from shoal.runtime.api import Array, future, num_pes
+    from shoal.runtime.api import Array, future, lb_history, num_pes
 
     n = nranks if nranks is not None else (per_pe or 8) * num_pes()
+    t0 = time.perf_counter()
     ranks = Array(_VRank, n, args=(cls, args, kwargs, resume, n), at_sync=True,
                   map=placement)
     done = future()
     ranks.vmpi_start(done)
     _Results.value = await done
+    steps = lb_history()
+    _Results.info = {"nranks": n, "pes": num_pes(), "seconds": time.perf_counter() - t0,
+                     "lb": steps, "migrations": sum(s.get("migrations", 0) for s in steps)}
 
 
 def run(cls: type, nranks: int | None = None, *, per_pe: int | None = None,
@@ -865,7 +878,7 @@ def run(cls: type, nranks: int | None = None, *, per_pe: int | None = None,
         raise UsageError(f"nranks is a number of virtual ranks >= 1, not {nranks!r}")
     from shoal.runtime.api import start
 
-    _Results.value = None
+    _Results.value = _Results.info = None
     start(_main, cls, nranks, per_pe, args, kwargs, resume, map, **options)
     return _Results.value
 
