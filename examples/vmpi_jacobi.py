@@ -5,7 +5,7 @@ with the ranks above and below by ``sendrecv`` and checks convergence with an ``
 shoal's balancer may move ranks. The same class runs as virtual ranks of shoal.vmpi or, with
 ``--native``, one rank per process over mpi4py itself:
 
-    shoal run -n 2 examples/vmpi_jacobi.py --ranks-per-pe 8 --lb greedy_refine
+    shoal run -n 2 --lb greedy_refine examples/vmpi_jacobi.py --ranks-per-pe 8
     mpiexec -n 2 python examples/vmpi_jacobi.py --native
 
 ``--heavy K``: the first quarter of the grid's rows costs K passes of a compute-bound kernel

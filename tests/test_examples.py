@@ -32,6 +32,9 @@ CASES = {  # example: (how it is launched, its arguments, what its output says)
     "resize.py": (RUN, [], "200 iterations on 2 PEs"),
     "stencil2d.py": (RUN, ["--n", "512", "--iters", "10"], "10 iterations"),
     "stencil_hotspot.py": (RUN, ["--n", "512", "--iters", "20"], "LB steps"),
+    "vmpi_jacobi.py": ([*RUN, "--lb", "greedy_refine"],
+                       ["--n", "256", "--iters", "40", "--heavy", "2", "--migrate-every", "10"],
+                       "16 ranks on 2 PEs"),
 }
 
 
