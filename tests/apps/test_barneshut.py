@@ -133,9 +133,9 @@ def test_decomposition_covers_the_particles():
                 most = max(p.bucket, p.n // (npieces * p.domain_factor))
                 assert np.abs(per - p.n / npieces).max() <= most
             else:
-                level = oct_level(npieces)
-                cell = lambda k: oct_piece(k >> (3 * (bh.BITS - level)), npieces)  # noqa: E731
-                crossing = cell(start) != cell(end - 1)
+                shift = 3 * (bh.BITS - oct_level(npieces))
+                crossing = (oct_piece(start >> shift, npieces)
+                            != oct_piece((end - 1) >> shift, npieces))
                 assert (counts[crossing] <= p.bucket).all()
     assert list(oct_piece(np.arange(8 ** oct_level(3)), 3)[[0, -1]]) == [0, 2]
 
@@ -150,7 +150,7 @@ def test_pieces_tables_walk_as_the_serial_tree(how, npieces):
     keys = morton_keys(x, *cube(np.concatenate([-x.min(0), x.max(0)])))
     order = np.lexsort((ids, keys))
     keys, pt = keys[order], np.concatenate([x[order], m[order, None]], axis=1)
-    nodes, levels, counts, owner = domain_leaves(keys, p, npieces)
+    nodes, levels, _, owner = domain_leaves(keys, p, npieces)
     start, end = key_range(nodes, levels)
     trees = {}
     for k in range(npieces):
@@ -171,7 +171,7 @@ def test_pieces_tables_walk_as_the_serial_tree(how, npieces):
         table = Table(nf, ni, tpt)
         for k in pe:
             noff, poff = blocks[k]
-            groups, gstart, leaves = walk_groups(trees[k][1], trees[k][3], 8 * p.bucket)
+            groups, _, leaves = walk_groups(trees[k][1], trees[k][3], 8 * p.bucket)
             while True:
                 nf, ni, _ = table.views()
                 missed, _ = walk_misses(nf, ni, noff + groups, p.theta)
