@@ -34,7 +34,7 @@ import time
 import traceback
 from collections.abc import Callable
 from time import perf_counter
-from types import CoroutineType
+from types import CoroutineType, FunctionType
 from typing import Any, Final
 
 from numpy import ndarray
@@ -103,6 +103,7 @@ _yield: Final = getattr(os, "sched_yield", lambda: None)  # (not on every platfo
 _clock: Final = perf_counter
 _NDARRAY: Final = ndarray
 _COROUTINE: Final = CoroutineType
+_FUNCTION: Final = FunctionType
 
 
 def _precise_sleep() -> None:
@@ -614,17 +615,30 @@ class Runtime:
         name = env[I_METHOD]
         self.work_slot = self.current = slot
         self.work_name = name
-        try:
-            fn = getattr(slot.obj, name)
-        except AttributeError:
-            raise UsageError(f"{slot.coll.cls.__name__} has no entry method {name!r}") from None
+        obj: object = slot.obj  # (object: None below when its bound method is called)
+        coll = slot.coll
+        # the class's function, found once per (class, name): no bound method per call
+        fn = coll.methods.get(name) if type(obj) is coll.cls else None
+        if fn is None:
+            fn = self._entry(slot, name)
+            if fn is None:  # not a plain function of the class: its bound method
+                fn = getattr(obj, name)
+                obj = None
         timed = self.instrument
         if timed:
             t0 = _clock()
             c0 = time.thread_time() if self.cpu_stats else 0.0
+        args: tuple = env[I_ARGS]
         kwargs = env[I_KWARGS]
         try:  # (free in Python 3.11 unless it raises)
-            res = fn(*env[I_ARGS], **kwargs) if kwargs else fn(*env[I_ARGS])
+            if obj is None:
+                res = fn(*args, **kwargs) if kwargs else fn(*args)
+            elif kwargs:
+                res = fn(obj, *args, **kwargs)
+            else:  # (compiled: up to two arguments, a call from the stack, no tuple made)
+                n = len(args)
+                res = (fn(obj) if n == 0 else fn(obj, args[0]) if n == 1
+                       else fn(obj, args[0], args[1]) if n == 2 else fn(obj, *args))
         except GuardError as held:  # a guarded method's condition is false: the message waits
             self.guards.hold(slot, env, held)
             self.current = self.work_slot = None
@@ -652,6 +666,28 @@ class Runtime:
         self.work_name = None
         if slot.after:
             self._after(slot)
+
+    def _entry(self, slot: Slot, name: str) -> Callable[..., Any] | None:
+        """The function of ``slot``'s class that entry method ``name`` is, kept in the
+        collection's ``methods`` and called with the element as its first argument (entry
+        methods are the class's: a proxy has those of its class, and an instance's
+        attribute of the same name does not replace one); None if the class's attribute
+        is not a plain function (a static or class method, a callable object) or the
+        element is not of its collection's class (the stand-in of an ``async def
+        __init__``): its bound method is called then."""
+        obj = slot.obj
+        coll = slot.coll
+        cls = type(obj)
+        for klass in cls.__mro__:  # (what the attribute is, as the class holds it)
+            raw = klass.__dict__.get(name)
+            if raw is not None:
+                if type(raw) is not _FUNCTION or cls is not coll.cls:
+                    break
+                coll.methods[name] = raw
+                return raw
+        if not hasattr(obj, name):
+            raise UsageError(f"{coll.cls.__name__} has no entry method {name!r}")
+        return None
 
     def _after(self, slot: Slot) -> None:
         """A call or coroutine step of ``slot`` has returned and something waited for that:
