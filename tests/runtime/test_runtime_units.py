@@ -15,6 +15,7 @@ from shoal.runtime.protocol import children, parent
 from shoal.runtime.proxy import proxy_classes
 from shoal.runtime.reducers import checked
 from shoal.runtime.wire.codec import OOB_MIN, pack_args, unpack_args
+from shoal.runtime.wire.transport import _plain
 
 
 @given(st.lists(st.integers(1, 5), min_size=1, max_size=3), st.integers(1, 9),
@@ -176,3 +177,21 @@ def test_object_arrays_and_plain_arguments_are_left_to_pickle():
     objs = np.array([{"a": 1}], dtype=object)
     for args in ((objs,), (1, "two"), ()):
         assert pack_args(args) is args
+
+
+def test_envelopes_of_plain_values_only_go_by_marshal_and_come_back_the_same():
+    import enum
+    import marshal
+
+    class E(enum.IntEnum):
+        A = 1
+
+    plain = [(1, 2.5, "s", b"b", None, True, -(2**80)), ((1, (2, ("x",))),), (), ((), ())]
+    for env in plain:
+        assert _plain(env, 3)
+        back = marshal.loads(marshal.dumps(env, 2))
+        assert back == env and repr(back) == repr(env)
+    other = [(np.float64(1.0),), (np.int64(1),), (E.A,), ([1],), ({},), ({1},), (1j,),
+             (bytearray(b"x"),), (object(),), ((((((1,),),),),),), ("s", (1, [2]))]
+    for env in other:
+        assert not _plain(env, 3), env

@@ -64,6 +64,7 @@ from shoal.runtime.pool import Pool
 from shoal.runtime.power import Power
 from shoal.runtime.protocol import (
     BCAST_REQ,
+    CALL,
     COUNTED,
     EXIT,
     EXIT_REQ,
@@ -528,18 +529,23 @@ class Runtime:
                 if type(a) is _NDARRAY:
                     wire_args = pack_args(args)
                     break
-        env = (INVOKE, cid, index, name, wire_args, kwargs, src, seq, prio, fut, self.pe, 0)
         if slot is not None:
-            self.accept(slot, env)
+            self.accept(slot, (INVOKE, cid, index, name, args, kwargs, src, seq, prio, fut,
+                               self.pe, 0))
             return
         if coll is None:  # its creation has not reached this PE yet (or it is destroyed)
-            self._early_invoke(env, out, dst)
+            self._early_invoke((INVOKE, cid, index, name, wire_args, kwargs, src, seq, prio,
+                                fut, self.pe, 0), out, dst)
             return
         dest = coll.cache.get(index)
         if dest is None:  # believe it is at home until told otherwise
             dest = coll.cache[index] = coll.home(index)
         try:
-            nbytes = self.net.send(dest, env)
+            nbytes = self.net.send(
+                dest, (CALL, cid, index, name, wire_args, src, seq, self.pe)
+                if kwargs is None and not prio and fut is None  # (the common call, shorter)
+                else (INVOKE, cid, index, name, wire_args, kwargs, src, seq, prio, fut,
+                      self.pe, 0))
         except BaseException:
             stat[0] = seq  # it failed to pickle: the next message takes its number
             raise
@@ -556,6 +562,11 @@ class Runtime:
                 del out[dst]
             raise self.location.gone(cid)
         self.early.setdefault(cid, []).append(env)
+
+    def on_call(self, env: tuple) -> None:
+        """A CALL: the INVOKE it stands for (see :mod:`shoal.runtime.protocol`)."""
+        self.on_invoke((INVOKE, env[1], env[2], env[3], env[4], None, env[5], env[6], 0, None,
+                        env[7], 0))
 
     def on_invoke(self, env: tuple) -> None:
         cid = env[I_CID]

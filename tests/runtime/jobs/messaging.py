@@ -1,8 +1,10 @@
 """Point-to-point messages, broadcasts and calls with ``ret=True`` (run by test_messaging.py):
 ``python messaging.py NAME...``."""
 
+import enum
 import random
 
+import numpy as np
 from runner import main
 
 import shoal
@@ -177,7 +179,53 @@ async def method_kinds():
             assert await e.shadowed(1, ret=True) == ("method", 1)
 
 
+class Color(enum.IntEnum):
+    RED = 1
+
+
+def shape(x):
+    """The types of ``x``, nested as its tuples are."""
+    return tuple(shape(y) for y in x) if type(x) is tuple else type(x).__name__
+
+
+class Echo(shoal.Chare):
+    def __init__(self):
+        self.seen = []
+
+    def kinds(self, *args):
+        """The arguments' types, and whether the first two are one object."""
+        return shape(args), len(args) > 1 and args[0] is args[1]
+
+    def record(self, *args):
+        self.seen.append(self.kinds(*args))
+
+    def recorded(self):
+        return self.seen
+
+
+async def plain_values():
+    """Arguments of every type arrive equal and of the same types, whether they travel by
+    marshal (plain values) or by pickle (anything else), in a call with a future and in one
+    without (a CALL): numpy scalars, int subclasses and shared lists are not turned into
+    their plain look-alikes."""
+    e = shoal.Array(Echo, 2, map="round_robin")
+    shared = [1, 2]
+    cases = [
+        ((1, 2.5, "s", b"b", None, True, 2**100, -7), False),
+        (((1, (2, ("x", None))), (3.0,)), False),
+        ((np.float64(1.5), np.int64(3), Color.RED, 1), False),
+        ((shared, shared), True),
+        (({"a": 1}, [1, 2.0], {1, 2}, 1 + 2j), False),
+        (((((((1,),),),),),), False),  # (deeper than marshal's depth: by pickle)
+    ]
+    for i in range(2):
+        for args, same in cases:
+            assert await e[i].kinds(*args, ret=True) == (shape(args), same), (i, args)
+            e[i].record(*args)
+        assert await e[i].recorded(ret=True) == [(shape(a), s) for a, s in cases], i
+
+
 if __name__ == "__main__":
     main({"order": order, "broadcasts": broadcasts, "call_ret": call_ret,
           "broadcast_ret": broadcast_ret, "exactly_once": exactly_once,
-          "method_kinds": method_kinds})
+          "method_kinds": method_kinds, "plain_values": plain_values})
