@@ -195,3 +195,25 @@ def test_envelopes_of_plain_values_only_go_by_marshal_and_come_back_the_same():
              (bytearray(b"x"),), (object(),), ((((((1,),),),),),), ("s", (1, [2]))]
     for env in other:
         assert not _plain(env, 3), env
+
+
+def test_an_elements_record_keeps_its_sequence_numbers_as_numbers_when_saved():
+    """The next number from each sender is kept in a list of one (changed in place); what
+    migrates and what a checkpoint saves are the numbers, as before."""
+    from shoal.runtime.collection import Collection
+    from shoal.runtime.slot import Slot
+
+    class Cell(Chare):
+        pass
+
+    coll = Collection(3, "array", Cell, 1, (4,), "block", 2)
+    slot = Slot(coll, (1,))
+    slot.expected[(-1, 0)] = [5]
+    slot.expected[(3, (2,))] = [1]
+    state = pickle.loads(pickle.dumps(slot.pack([])))
+    assert state["expected"] == {(-1, 0): 5, (3, (2,)): 1}
+    back = Slot(coll, (1,))
+    assert back.unpack(state) == []
+    assert back.expected == {(-1, 0): [5], (3, (2,)): [1]}
+    assert back.next_from((-1, 0)) == 5 and back.next_from((-1, 1)) == 0
+    assert slot.expected[(-1, 0)] == [5]  # (packing leaves the element's own record be)

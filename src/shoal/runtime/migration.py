@@ -216,7 +216,7 @@ class Migration:
             bcast, invoke = rt.broadcasts.run_bcast, rt.run_invoke
             rt.queue.extend((qenv[B_PRIO], bcast, slot, qenv) if qenv[0] == BCAST
                             else (qenv[I_PRIO], invoke, slot, qenv) for qenv in queued)
-        for src, seq in [k for k in slot.ooo if k[1] == slot.expected.get(k[0], 0)]:
+        for src, seq in [k for k in slot.ooo if k[1] == slot.next_from(k[0])]:
             rt.accept(slot, slot.ooo.pop((src, seq)))
         if slot.held:  # (on_migrated may change what their conditions read)
             rt.guards.recheck_later(slot)

@@ -589,15 +589,18 @@ class Runtime:
             env = (*env[:I_ARGS], unpack_args(env[I_ARGS]), *env[I_ARGS + 1:])
         src = env[I_SRC]
         seq: int = env[I_SEQ]  # (an int: compiled, compared and added unboxed)
-        expected = slot.expected
-        exp = expected.get(src, 0)
+        cell = slot.expected.get(src)  # (the next number from src, changed in place)
+        exp = 0 if cell is None else cell[0]
         if seq != exp:
             if seq < exp:
                 raise ShoalError(f"internal: duplicate message {env[I_METHOD]!r} to {slot.key}")
             slot.ooo[(src, seq)] = env
             return
         while True:
-            expected[src] = seq + 1
+            if cell is None:
+                cell = slot.expected[src] = [seq + 1]
+            else:
+                cell[0] = seq + 1
             queue = self.queue
             if self.direct and not (env[I_PRIO] or queue.fifo or queue.heap or slot.ooo):
                 self.direct = False  # a message it sends to this PE is queued
