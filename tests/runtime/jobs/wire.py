@@ -1,6 +1,5 @@
-"""Envelope tags around the shared-memory tag, lowered to 5 here on every PE (and the tags of
-an envelope whose pickle follows and of one by marshal to 4 and 3; under the pure core: the
-compiled one inlines them),
+"""Envelope tags around the shared-memory tag, lowered to 5 here on every PE (and the tag of
+an envelope whose pickle follows to 4; under the pure core: the compiled one inlines them),
 and envelopes larger than the receive posted for them (run by test_buffers.py on 2 ranks):
 ``python wire.py NAME... [--shm BYTES]``."""
 
@@ -81,5 +80,5 @@ async def big():
 
 
 if __name__ == "__main__":
-    transport.SHARED, transport.BIG, transport.PLAIN = 5, 4, 3  # on every PE
+    transport.SHARED, transport.BIG = 5, 4  # on every PE
     main({"messages": messages, "big": big})

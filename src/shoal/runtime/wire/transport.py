@@ -11,7 +11,8 @@ within the envelope, a subclass such as a numpy float, any other object) is pick
 An envelope is pickled once. Every contiguous buffer of at least ``OOB_MIN`` bytes (numpy
 arrays, bytes-likes that support protocol 5) leaves the pickle and travels as its own MPI
 message, sent from and received into its memory, never copied into the pickle: the header's
-MPI tag is the number of such buffers, and they follow on a second communicator, in order
+MPI tag is one more than the number of such buffers, and they follow on a second
+communicator, in order
 (MPI keeps the order of messages between two ranks on one communicator and tag). Smaller
 buffers stay in-band: one MPI message is cheaper than two. Between PEs of one node the
 buffers of at least ``SHM_MIN`` bytes go through shared memory instead
@@ -71,10 +72,12 @@ _mloads: Final = marshal.loads
 EAGER: Final = 4096  # bytes: envelopes up to this size go by blocking MPI_Send (see module doc)
 BULK: Final = 256 << 10  # bytes: a send this large moves only while its sender tests it (MPI
 # progresses it chunk by chunk), so an idle sender keeps testing (see pe._Idle)
-SHARED: Final = 32767  # header tag: the buffers are named in a trailer (MPI guarantees this tag);
-# tags below PLAIN count buffers that follow by MPI
-BIG: Final = 32766  # header tag: the pickle follows by MPI as a buffer, the header is its tag
-PLAIN: Final = 32765  # tag of an envelope of plain values, by marshal (see the module doc)
+# Header tags: 0 a pickle, PLAIN a marshal, 1 + n (below BIG) a pickle whose n buffers
+# follow by MPI. (PLAIN is small: compiled, a tag is boxed for mpi4py at every send, and
+# Python keeps the ints up to 256 made once.)
+PLAIN: Final = 1  # an envelope of plain values, by marshal (see the module doc)
+SHARED: Final = 32767  # the buffers are named in a trailer (MPI guarantees this tag)
+BIG: Final = 32766  # the pickle follows by MPI as a buffer, the header is its tag
 RECV: Final = 65536  # bytes of the receive posted for the next envelope: larger pickles are BIG
 SHM_MIN: Final = 65536  # bytes: smaller buffers go by MPI even to a PE of this node (measured
 # crossover on 2 PEs: the copy into the segment and its bookkeeping cost more than they
@@ -152,6 +155,7 @@ class Transport:
         self._recv = self.comm.Recv_init(self._inbox, self._any, self._anytag)
         self._test = self._recv.Test
         self._start = self._recv.Start
+        self._get_tag = self._status.Get_tag  # (bound once: a call by name costs 170 more)
         self._tstatus = MPI.Status()  # (_take's: it may run while poll reads its status)
         self._start()
         self.posted = True
@@ -226,8 +230,8 @@ class Transport:
         for raw in oob:
             nbytes += raw.nbytes
         arena = self.arena if shared and dest in self.shm_peers else None
-        if len(oob) < PLAIN and (arena is None or max(raw.nbytes for raw in oob) < SHM_MIN):
-            return data, oob, len(oob), nbytes
+        if len(oob) + 1 < BIG and (arena is None or max(raw.nbytes for raw in oob) < SHM_MIN):
+            return data, oob, len(oob) + 1, nbytes
         data, oob = self._trailer(data, oob, arena)
         return data, oob, SHARED, nbytes
 
@@ -370,7 +374,7 @@ class Transport:
         status = self._status
         if not self._test(status):
             return None
-        tag = status.Get_tag()
+        tag: int = self._get_tag()
         self.posted = False
         if tag == PLAIN or not tag:
             try:  # (a pickle or a marshal ends where it ends: the rest of the inbox is ignored)
@@ -406,8 +410,8 @@ class Transport:
 
     def _decode(self, src: int, tag: int, data: Any) -> tuple[Any, ...]:
         """The envelope of a header received from ``src`` with ``tag``: its buffers follow
-        by MPI (``tag`` of them), or are named in its trailer (``SHARED``), or its pickle
-        follows by MPI and the header is its tag (``BIG``)."""
+        by MPI (``tag - 1`` of them), or are named in its trailer (``SHARED``), or its
+        pickle follows by MPI and the header is its tag (``BIG``)."""
         if not tag:
             return _loads(data)
         if tag == PLAIN:
@@ -415,7 +419,7 @@ class Transport:
         if tag == BIG:
             return self._decode(src, int.from_bytes(data[:8], "little"), self._receive(src))
         if tag != SHARED:
-            return _loads(data, buffers=[self._receive(src) for _ in range(tag)])
+            return _loads(data, buffers=[self._receive(src) for _ in range(tag - 1)])
         count = int.from_bytes(data[-8:], "little")
         fields = struct.unpack_from(f"<{3 * count}q", data, len(data) - 8 - 24 * count)
         arena = self.arena
