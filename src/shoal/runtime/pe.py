@@ -90,7 +90,7 @@ from shoal.runtime.queue import Queue
 from shoal.runtime.recovery import PeFailureError, is_failure
 from shoal.runtime.trace import Tracer
 from shoal.runtime.wire.codec import pack_args, unpack_args
-from shoal.runtime.wire.transport import Transport
+from shoal.runtime.wire.transport import Transport, _plain
 
 __all__ = ["Runtime"]
 
@@ -541,16 +541,28 @@ class Runtime:
         if dest is None:  # believe it is at home until told otherwise
             dest = coll.cache[index] = coll.home(index)
         try:
-            nbytes = self.net.send(
-                dest, (CALL, cid, index, name, wire_args, src, seq, self.pe)
-                if kwargs is None and not prio and fut is None  # (the common call, shorter)
-                else (INVOKE, cid, index, name, wire_args, kwargs, src, seq, prio, fut,
-                      self.pe, 0))
+            nbytes = self._send_call(dest, cid, index, name, wire_args, kwargs, src, seq,
+                                     prio, fut)
         except BaseException:
             stat[0] = seq  # it failed to pickle: the next message takes its number
             raise
         self.created += 1
         stat[1] += nbytes
+
+    def _send_call(self, dest: int, cid: int, index: tuple, name: str, args: tuple | list,
+                   kwargs: dict | None, src: tuple, seq: int, prio: int,
+                   fut: Future | None) -> int:
+        """Send an entry-method call to another PE: the common one (no keywords, priority
+        or future) as a CALL, plain (by marshal) if its arguments are, since the rest is
+        the runtime's ints and tuples of ints (an index's int subclass, which a proxy
+        accepts, arrives an int equal to it) and the method's name; any other as an
+        INVOKE. Returns the bytes sent."""
+        if kwargs is None and not prio and fut is None:
+            return self.net.send(dest, (CALL, cid, index, name, args, src, seq, self.pe), True,
+                                 type(name) is str and isinstance(args, tuple)
+                                 and _plain(args, 2))
+        return self.net.send(dest, (INVOKE, cid, index, name, args, kwargs, src, seq, prio,
+                                    fut, self.pe, 0))
 
     def _early_invoke(self, env: tuple, out: dict, dst: tuple) -> None:
         """A call to a collection not created here yet waits for its creation; one to a

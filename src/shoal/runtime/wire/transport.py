@@ -167,11 +167,13 @@ class Transport:
         self._oob.append(raw)
         return False
 
-    def send(self, dest: int, env: tuple[Any, ...], shared: bool = True) -> int:
+    def send(self, dest: int, env: tuple[Any, ...], shared: bool = True,
+             plain: bool = False) -> int:
         """Send ``env`` to rank ``dest``; returns the bytes put on the wire. ``shared=False``
-        keeps its buffers out of the shared segment (for envelopes the receiver keeps)."""
+        keeps its buffers out of the shared segment (for envelopes the receiver keeps);
+        ``plain=True``: the caller knows that ``env`` is plain (:func:`_plain`)."""
         nbytes = 0
-        if _plain(env, 3):
+        if plain or _plain(env, 3):
             data = _mdumps(env, 2)  # (version 2: no references, a plain value once each)
             tag = PLAIN
             oob = _NONE
