@@ -136,6 +136,22 @@ def test_proxies_pickle_and_check_indices():
     assert "on_migrated" in dir(collection) and "thisIndex" not in dir(element)
 
 
+def test_a_collection_proxy_keeps_the_element_proxies_it_made_and_checks_the_rest():
+    from shoal.runtime import proxy as proxy_module
+
+    element, collection = proxy_classes(_Cell)
+    line, grid = collection(5, 1, (4,)), collection(6, 2, (3, 3))
+    assert line[2] is line[2] and line[2] == element(5, (2,)) and line[2].index == (2,)
+    assert grid[1, 2] is grid[1, 2] and grid[1, 2] == element(6, (1, 2))
+    for bad in [(1.0, 2), (np.int64(1), 2), (1, 2, 0)]:  # equal to a kept key, or not
+        with pytest.raises(UsageError, match="2 integer"):
+            grid[bad]
+    sparse = collection(7, 1)  # (filled by insertion: every int index takes the short path)
+    for i in range(proxy_module.MADE + 5):
+        assert sparse[i].index == (i,)
+    assert 0 < len(sparse._short[-1]) <= proxy_module.MADE
+
+
 def test_entry_methods_may_not_shadow_proxy_names():
     class Table(Chare):
         def insert(self, key):
@@ -217,3 +233,18 @@ def test_an_elements_record_keeps_its_sequence_numbers_as_numbers_when_saved():
     assert back.expected == {(-1, 0): [5], (3, (2,)): [1]}
     assert back.next_from((-1, 0)) == 5 and back.next_from((-1, 1)) == 0
     assert slot.expected[(-1, 0)] == [5]  # (packing leaves the element's own record be)
+
+
+def test_a_chares_proxy_is_kept_in_its_dict_and_left_out_of_its_state():
+    from shoal.runtime.chare import attach
+    from shoal.runtime.collection import Collection
+    from shoal.runtime.slot import Slot
+
+    coll = Collection(4, "array", _Cell, 1, (3,), "block", 1)
+    obj = _Cell.__new__(_Cell)
+    attach(obj, Slot(coll, (2,)))
+    assert list(obj.__dict__) == ["_slot", "thisProxy"] and obj.thisProxy is coll.proxy
+    obj.x = 1
+    assert obj.__getstate__() == {"x": 1} and "thisProxy" in obj.__dict__
+    del obj.__dict__["thisProxy"]  # (not attached by the runtime: found all the same)
+    assert obj.thisProxy is coll.proxy

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.errors import UsageError
 from shoal.runtime import building
+from shoal.runtime.chare import attach
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.futures import Task
 from shoal.runtime.maps import Singles, check_map, default_map, local_indices
@@ -196,7 +197,7 @@ class Location:
             slot.expected = dict(expected)
             slot.out = {dst: [n, 0, n, 0] for dst, n in sent.items()}
         obj = coll.cls.__new__(coll.cls)
-        obj._slot = slot
+        attach(obj, slot)
         slot.obj = obj
         coll.local[index] = slot
         saved = self.rt.enter(slot, "__init__")
