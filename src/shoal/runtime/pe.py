@@ -512,6 +512,7 @@ class Runtime:
         cid, index = dst
         src_slot = self.current
         src: tuple  # (not tuple[int, int]: compiled, a fixed tuple is unboxed, then boxed anew)
+        out: dict[Any, list[int]]  # (typed: compiled, its counts are read and set as ints)
         if src_slot is None:
             src, out = self.pe_key, self.pe_out
         else:
