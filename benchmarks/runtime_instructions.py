@@ -7,7 +7,8 @@ n messages on one element (the Counter of ``runtime_percall.py``) with collectio
 on around the loop only; a path's figure is (I(n2) - I(n1)) / (n2 - n1), so what is paid
 once drops out. Paths:
 
-- ``receive``: an INVOKE envelope as it comes off the network, handler to entry method;
+- ``receive``: the envelope of ``proxy[0].take(k)`` from PE 1 as it comes off the network
+  (a CALL where the tree has that kind, else an INVOKE), handler to entry method;
 - ``send``: ``proxy[0].take(k)`` to an element of the same PE, up to its queue entry;
 - ``loop``: a queued local message taken and run by the scheduler loop;
 - ``index``, ``index2``: ``self.thisProxy[0].take(k)`` (``[0, 0]`` in a 2-D array) in an
@@ -77,7 +78,11 @@ def child(path: str, n: int, lib: str) -> None:  # noqa: C901 - one small scene 
         def stop(self):
             rt.running = False
 
-    def invoke(cid, method, k):  # from PE 1 (as the runtime's API had it at 41a547b too)
+    def invoke(cid, method, k):  # from PE 1, what the runtime sends for proxy[0].method(k):
+        # a CALL (shoal.runtime.protocol) where there is one, else the INVOKE (as the
+        # runtime's API had it at 41a547b too)
+        if kind is not None:
+            return (kind, cid, (0,), method, (k,), (-1, 1), k, 1)
         return (0, cid, (0,), method, (k,), None, (-1, 1), k, 0, None, 1, 0)
 
     def self_sends():  # MPICH's blocking send to its own rank waits for the receive
@@ -87,12 +92,16 @@ def child(path: str, n: int, lib: str) -> None:  # noqa: C901 - one small scene 
 
     rt = shoal.Runtime(MPI.COMM_SELF)
     set_current(rt)
+    protocol = sys.modules.get("shoal.runtime.protocol")
+    kind = getattr(protocol, "CALL", None)
     create = getattr(rt, "location", rt).create  # (before the managers: rt.create)
     dims = (1, 1) if path == "index2" else (1,)
     proxy = create("array", Counter, dims, None, (), "block")
     cid = proxy.cid
     slot = next(iter(rt.colls[cid].local.values()))
     on_invoke = getattr(rt, "on_invoke", None) or rt._on_invoke
+    if kind is not None:
+        on_invoke = rt.on_call
     envs = [invoke(cid, "take", k) for k in range(n)]
     element = proxy[(0,) * len(dims)]
     pe = sys.modules.get("shoal.runtime.pe")

@@ -32,6 +32,11 @@ def test_messages_with_several_arrays_arrive_intact_after_a_send_that_failed_to_
     run_ok("wire", 2, "messages", shm=shm)
 
 
+@pytest.mark.parametrize("shm", [None, 0], ids=["shared-memory", "mpi-only"])
+def test_envelopes_larger_than_the_posted_receive_arrive_intact_and_in_order(shm):
+    run_ok("wire", 2, "big", shm=shm)
+
+
 def test_without_room_for_the_shared_window_large_buffers_go_by_mpi():
     scenarios = ("channels", "awaits", "sleeping", "suspended_migration")
     out = run_job("coroutines", 2, *scenarios, shm=1 << 50)  # a petabyte per PE: it fails

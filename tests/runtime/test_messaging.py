@@ -21,3 +21,11 @@ def test_broadcast_with_ret_gathers_every_return_value_in_index_order():
 
 def test_messages_to_migrating_elements_are_each_delivered_exactly_once():
     assert run_ok("messaging", 3, "exactly_once")["exactly_once"] == 40 * 50
+
+
+def test_every_kind_of_entry_method_is_called_with_its_arguments():
+    run_ok("messaging", 3, "method_kinds")
+
+
+def test_arguments_of_every_type_arrive_equal_and_of_their_types():
+    run_ok("messaging", 3, "plain_values")

@@ -15,6 +15,7 @@ from shoal.runtime.protocol import children, parent
 from shoal.runtime.proxy import proxy_classes
 from shoal.runtime.reducers import checked
 from shoal.runtime.wire.codec import OOB_MIN, pack_args, unpack_args
+from shoal.runtime.wire.transport import _plain
 
 
 @given(st.lists(st.integers(1, 5), min_size=1, max_size=3), st.integers(1, 9),
@@ -135,6 +136,22 @@ def test_proxies_pickle_and_check_indices():
     assert "on_migrated" in dir(collection) and "thisIndex" not in dir(element)
 
 
+def test_a_collection_proxy_keeps_the_element_proxies_it_made_and_checks_the_rest():
+    from shoal.runtime import proxy as proxy_module
+
+    element, collection = proxy_classes(_Cell)
+    line, grid = collection(5, 1, (4,)), collection(6, 2, (3, 3))
+    assert line[2] is line[2] and line[2] == element(5, (2,)) and line[2].index == (2,)
+    assert grid[1, 2] is grid[1, 2] and grid[1, 2] == element(6, (1, 2))
+    for bad in [(1.0, 2), (np.int64(1), 2), (1, 2, 0)]:  # equal to a kept key, or not
+        with pytest.raises(UsageError, match="2 integer"):
+            grid[bad]
+    sparse = collection(7, 1)  # (filled by insertion: every int index takes the short path)
+    for i in range(proxy_module.MADE + 5):
+        assert sparse[i].index == (i,)
+    assert 0 < len(sparse._short[-1]) <= proxy_module.MADE
+
+
 def test_entry_methods_may_not_shadow_proxy_names():
     class Table(Chare):
         def insert(self, key):
@@ -176,3 +193,58 @@ def test_object_arrays_and_plain_arguments_are_left_to_pickle():
     objs = np.array([{"a": 1}], dtype=object)
     for args in ((objs,), (1, "two"), ()):
         assert pack_args(args) is args
+
+
+def test_envelopes_of_plain_values_only_go_by_marshal_and_come_back_the_same():
+    import enum
+    import marshal
+
+    class E(enum.IntEnum):
+        A = 1
+
+    plain = [(1, 2.5, "s", b"b", None, True, -(2**80)), ((1, (2, ("x",))),), (), ((), ())]
+    for env in plain:
+        assert _plain(env, 3)
+        back = marshal.loads(marshal.dumps(env, 2))
+        assert back == env and repr(back) == repr(env)
+    other = [(np.float64(1.0),), (np.int64(1),), (E.A,), ([1],), ({},), ({1},), (1j,),
+             (bytearray(b"x"),), (object(),), ((((((1,),),),),),), ("s", (1, [2]))]
+    for env in other:
+        assert not _plain(env, 3), env
+
+
+def test_an_elements_record_keeps_its_sequence_numbers_as_numbers_when_saved():
+    """The next number from each sender is kept in a list of one (changed in place); what
+    migrates and what a checkpoint saves are the numbers, as before."""
+    from shoal.runtime.collection import Collection
+    from shoal.runtime.slot import Slot
+
+    class Cell(Chare):
+        pass
+
+    coll = Collection(3, "array", Cell, 1, (4,), "block", 2)
+    slot = Slot(coll, (1,))
+    slot.expected[(-1, 0)] = [5]
+    slot.expected[(3, (2,))] = [1]
+    state = pickle.loads(pickle.dumps(slot.pack([])))
+    assert state["expected"] == {(-1, 0): 5, (3, (2,)): 1}
+    back = Slot(coll, (1,))
+    assert back.unpack(state) == []
+    assert back.expected == {(-1, 0): [5], (3, (2,)): [1]}
+    assert back.next_from((-1, 0)) == 5 and back.next_from((-1, 1)) == 0
+    assert slot.expected[(-1, 0)] == [5]  # (packing leaves the element's own record be)
+
+
+def test_a_chares_proxy_is_kept_in_its_dict_and_left_out_of_its_state():
+    from shoal.runtime.chare import attach
+    from shoal.runtime.collection import Collection
+    from shoal.runtime.slot import Slot
+
+    coll = Collection(4, "array", _Cell, 1, (3,), "block", 1)
+    obj = _Cell.__new__(_Cell)
+    attach(obj, Slot(coll, (2,)))
+    assert list(obj.__dict__) == ["_slot", "thisProxy"] and obj.thisProxy is coll.proxy
+    obj.x = 1
+    assert obj.__getstate__() == {"x": 1} and "thisProxy" in obj.__dict__
+    del obj.__dict__["thisProxy"]  # (not attached by the runtime: found all the same)
+    assert obj.thisProxy is coll.proxy

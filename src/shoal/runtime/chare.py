@@ -47,14 +47,7 @@ class Chare:
     def thisIndex(self) -> tuple[int, ...]:  # noqa: N802 - the name Charm++ programmers know
         return self._slot.index
 
-    @property
-    def thisProxy(self) -> Any:  # noqa: N802 - a CollectionProxy, or an ElementProxy
-        """The proxy of this chare's array or group; a single chare's own proxy (indexed
-        with its own index it stays itself: charm4py's ``self.thisProxy[self.thisIndex]``)."""
-        coll = self._slot.coll
-        if coll.single:
-            return coll.proxy._element(coll.cid, self._slot.index)
-        return coll.proxy
+    thisProxy: Any  # noqa: N815 - (a _ThisProxy, below: a CollectionProxy, or an ElementProxy)
 
     @property
     def thisElement(self) -> ElementProxy:  # noqa: N802
@@ -155,7 +148,44 @@ class Chare:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__
-        if "_slot" in state:  # migration takes it out before pickling: no copy then
-            state = state.copy()
-            del state["_slot"]
+        if "_slot" in state or "thisProxy" in state:  # migration takes them out before
+            state = state.copy()  # pickling: no copy then
+            state.pop("_slot", None)
+            state.pop("thisProxy", None)
         return state
+
+
+def proxy_of(slot: Slot) -> Any:
+    """The ``thisProxy`` of the element of ``slot``: its array's or group's proxy; a
+    single chare's own element proxy."""
+    coll = slot.coll
+    if coll.single:
+        return coll.proxy._element(coll.cid, slot.index)
+    return coll.proxy
+
+
+class _ThisProxy:
+    """``self.thisProxy``: the proxy of this chare's array or group; a single chare's own
+    proxy (indexed with its own index it stays itself: charm4py's
+    ``self.thisProxy[self.thisIndex]``).
+
+    The runtime keeps it in the chare's instance dict when it makes the chare the element
+    of a slot (:func:`attach`), where a read is a plain attribute read (a property was a
+    call: 1,250 instructions a read); this class attribute, which does not hide the
+    instance's, answers when it is not there."""
+
+    def __get__(self, obj: Chare | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        return proxy_of(obj._slot)
+
+
+Chare.thisProxy = _ThisProxy()
+
+
+def attach(obj: Chare, slot: Slot) -> None:
+    """Make ``obj`` the chare of ``slot``: its ``_slot``, and its ``thisProxy`` in its
+    instance dict (both set before anything else of it, so that every element of a class
+    lays its instance dict out alike)."""
+    obj._slot = slot
+    obj.__dict__["thisProxy"] = proxy_of(slot)

@@ -56,6 +56,8 @@ class Collection:
         self.outside = False
         self.announced = False  # the root: it has told every PE so
         self.local: dict[tuple[int, ...], Slot] = {}
+        # entry method name -> the function of ``cls`` it is (Runtime._entry), found once
+        self.methods: dict[str, Any] = {}
         self.cache: dict[tuple[int, ...], int] = {}
         self.forward: dict[tuple[int, ...], int] = {}
         self.where: dict[tuple[int, ...], int] = {}  # elements of this home PE that are elsewhere

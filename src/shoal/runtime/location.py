@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.errors import UsageError
 from shoal.runtime import building
+from shoal.runtime.chare import attach
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.futures import Task
 from shoal.runtime.maps import Singles, check_map, default_map, local_indices
@@ -193,10 +194,10 @@ class Location:
         slot.bcast = bcast
         if tomb is not None:
             expected, sent = tomb
-            slot.expected = dict(expected)
+            slot.expected = {src: [n] for src, n in expected.items()}
             slot.out = {dst: [n, 0, n, 0] for dst, n in sent.items()}
         obj = coll.cls.__new__(coll.cls)
-        obj._slot = slot
+        attach(obj, slot)
         slot.obj = obj
         coll.local[index] = slot
         saved = self.rt.enter(slot, "__init__")
@@ -295,8 +296,9 @@ class Location:
         last = min((env[B_NUM] for env in queued), default=slot.bcast + 1) - 1
         del coll.local[slot.index]
         rt.reductions.element_left(coll, slot)
+        expected = {src: cell[0] for src, cell in slot.expected.items()}
         sent = {dst: v[0] for dst, v in slot.out.items()}
-        rt.send(coll.home(slot.index), (DELETED, coll.cid, slot.index, slot.expected, sent))
+        rt.send(coll.home(slot.index), (DELETED, coll.cid, slot.index, expected, sent))
         rt.send(0, (SIZE, coll.cid, slot.redno, last, -1))
         rt.reductions.elements_left(coll)
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from shoal.errors import UsageError
-from shoal.runtime.chare import Chare
+from shoal.runtime.chare import Chare, attach
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.protocol import B_PRIO, BCAST, BCAST_FETCH, I_PRIO, MIGRATE
 
@@ -123,7 +123,9 @@ class Migration:
             del coll.local[slot.index]
             for part in self.residents:
                 part.element_left(coll, slot, dest)
-            slot.obj.__dict__.pop("_slot", None)  # (no copy of the dict when pickled)
+            state = slot.obj.__dict__  # (no copy of the dict when pickled)
+            state.pop("_slot", None)
+            state.pop("thisProxy", None)
             out.setdefault(dest, []).append(packed(slot, queued))
             bcasts.setdefault(dest, []).append((coll.cid, slot.bcast))
             touched[coll.cid] = coll
@@ -207,7 +209,7 @@ class Migration:
         slot = Slot(coll, index)
         queued = slot.unpack(state)
         slot.obj = obj
-        obj._slot = slot
+        attach(obj, slot)
         coll.local[index] = slot
         coll.forward.pop(index, None)
         for part in self.residents:
@@ -216,7 +218,7 @@ class Migration:
             bcast, invoke = rt.broadcasts.run_bcast, rt.run_invoke
             rt.queue.extend((qenv[B_PRIO], bcast, slot, qenv) if qenv[0] == BCAST
                             else (qenv[I_PRIO], invoke, slot, qenv) for qenv in queued)
-        for src, seq in [k for k in slot.ooo if k[1] == slot.expected.get(k[0], 0)]:
+        for src, seq in [k for k in slot.ooo if k[1] == slot.next_from(k[0])]:
             rt.accept(slot, slot.ooo.pop((src, seq)))
         if slot.held:  # (on_migrated may change what their conditions read)
             rt.guards.recheck_later(slot)

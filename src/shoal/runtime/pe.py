@@ -34,7 +34,7 @@ import time
 import traceback
 from collections.abc import Callable
 from time import perf_counter
-from types import CoroutineType
+from types import CoroutineType, FunctionType
 from typing import Any, Final
 
 from numpy import ndarray
@@ -64,6 +64,7 @@ from shoal.runtime.pool import Pool
 from shoal.runtime.power import Power
 from shoal.runtime.protocol import (
     BCAST_REQ,
+    CALL,
     COUNTED,
     EXIT,
     EXIT_REQ,
@@ -89,7 +90,7 @@ from shoal.runtime.queue import Queue
 from shoal.runtime.recovery import PeFailureError, is_failure
 from shoal.runtime.trace import Tracer
 from shoal.runtime.wire.codec import pack_args, unpack_args
-from shoal.runtime.wire.transport import Transport
+from shoal.runtime.wire.transport import Transport, _plain
 
 __all__ = ["Runtime"]
 
@@ -103,6 +104,7 @@ _yield: Final = getattr(os, "sched_yield", lambda: None)  # (not on every platfo
 _clock: Final = perf_counter
 _NDARRAY: Final = ndarray
 _COROUTINE: Final = CoroutineType
+_FUNCTION: Final = FunctionType
 
 
 def _precise_sleep() -> None:
@@ -510,6 +512,7 @@ class Runtime:
         cid, index = dst
         src_slot = self.current
         src: tuple  # (not tuple[int, int]: compiled, a fixed tuple is unboxed, then boxed anew)
+        out: dict[Any, list[int]]  # (typed: compiled, its counts are read and set as ints)
         if src_slot is None:
             src, out = self.pe_key, self.pe_out
         else:
@@ -527,23 +530,40 @@ class Runtime:
                 if type(a) is _NDARRAY:
                     wire_args = pack_args(args)
                     break
-        env = (INVOKE, cid, index, name, wire_args, kwargs, src, seq, prio, fut, self.pe, 0)
         if slot is not None:
-            self.accept(slot, env)
+            self.accept(slot, (INVOKE, cid, index, name, args, kwargs, src, seq, prio, fut,
+                               self.pe, 0))
             return
         if coll is None:  # its creation has not reached this PE yet (or it is destroyed)
-            self._early_invoke(env, out, dst)
+            self._early_invoke((INVOKE, cid, index, name, wire_args, kwargs, src, seq, prio,
+                                fut, self.pe, 0), out, dst)
             return
         dest = coll.cache.get(index)
         if dest is None:  # believe it is at home until told otherwise
             dest = coll.cache[index] = coll.home(index)
         try:
-            nbytes = self.net.send(dest, env)
+            nbytes = self._send_call(dest, cid, index, name, wire_args, kwargs, src, seq,
+                                     prio, fut)
         except BaseException:
             stat[0] = seq  # it failed to pickle: the next message takes its number
             raise
         self.created += 1
         stat[1] += nbytes
+
+    def _send_call(self, dest: int, cid: int, index: tuple, name: str, args: tuple | list,
+                   kwargs: dict | None, src: tuple, seq: int, prio: int,
+                   fut: Future | None) -> int:
+        """Send an entry-method call to another PE: the common one (no keywords, priority
+        or future) as a CALL, plain (by marshal) if its arguments are, since the rest is
+        the runtime's ints and tuples of ints (an index's int subclass, which a proxy
+        accepts, arrives an int equal to it) and the method's name; any other as an
+        INVOKE. Returns the bytes sent."""
+        if kwargs is None and not prio and fut is None:
+            return self.net.send(dest, (CALL, cid, index, name, args, src, seq, self.pe), True,
+                                 type(name) is str and isinstance(args, tuple)
+                                 and _plain(args, 2))
+        return self.net.send(dest, (INVOKE, cid, index, name, args, kwargs, src, seq, prio,
+                                    fut, self.pe, 0))
 
     def _early_invoke(self, env: tuple, out: dict, dst: tuple) -> None:
         """A call to a collection not created here yet waits for its creation; one to a
@@ -555,6 +575,11 @@ class Runtime:
                 del out[dst]
             raise self.location.gone(cid)
         self.early.setdefault(cid, []).append(env)
+
+    def on_call(self, env: tuple) -> None:
+        """A CALL: the INVOKE it stands for (see :mod:`shoal.runtime.protocol`)."""
+        self.on_invoke((INVOKE, env[1], env[2], env[3], env[4], None, env[5], env[6], 0, None,
+                        env[7], 0))
 
     def on_invoke(self, env: tuple) -> None:
         cid = env[I_CID]
@@ -577,15 +602,18 @@ class Runtime:
             env = (*env[:I_ARGS], unpack_args(env[I_ARGS]), *env[I_ARGS + 1:])
         src = env[I_SRC]
         seq: int = env[I_SEQ]  # (an int: compiled, compared and added unboxed)
-        expected = slot.expected
-        exp = expected.get(src, 0)
+        cell = slot.expected.get(src)  # (the next number from src, changed in place)
+        exp = 0 if cell is None else cell[0]
         if seq != exp:
             if seq < exp:
                 raise ShoalError(f"internal: duplicate message {env[I_METHOD]!r} to {slot.key}")
             slot.ooo[(src, seq)] = env
             return
         while True:
-            expected[src] = seq + 1
+            if cell is None:
+                cell = slot.expected[src] = [seq + 1]
+            else:
+                cell[0] = seq + 1
             queue = self.queue
             if self.direct and not (env[I_PRIO] or queue.fifo or queue.heap or slot.ooo):
                 self.direct = False  # a message it sends to this PE is queued
@@ -614,17 +642,30 @@ class Runtime:
         name = env[I_METHOD]
         self.work_slot = self.current = slot
         self.work_name = name
-        try:
-            fn = getattr(slot.obj, name)
-        except AttributeError:
-            raise UsageError(f"{slot.coll.cls.__name__} has no entry method {name!r}") from None
+        obj: object = slot.obj  # (object: None below when its bound method is called)
+        coll = slot.coll
+        # the class's function, found once per (class, name): no bound method per call
+        fn = coll.methods.get(name) if type(obj) is coll.cls else None
+        if fn is None:
+            fn = self._entry(slot, name)
+            if fn is None:  # not a plain function of the class: its bound method
+                fn = getattr(obj, name)
+                obj = None
         timed = self.instrument
         if timed:
             t0 = _clock()
             c0 = time.thread_time() if self.cpu_stats else 0.0
+        args: tuple = env[I_ARGS]
         kwargs = env[I_KWARGS]
         try:  # (free in Python 3.11 unless it raises)
-            res = fn(*env[I_ARGS], **kwargs) if kwargs else fn(*env[I_ARGS])
+            if obj is None:
+                res = fn(*args, **kwargs) if kwargs else fn(*args)
+            elif kwargs:
+                res = fn(obj, *args, **kwargs)
+            else:  # (compiled: up to two arguments, a call from the stack, no tuple made)
+                n = len(args)
+                res = (fn(obj) if n == 0 else fn(obj, args[0]) if n == 1
+                       else fn(obj, args[0], args[1]) if n == 2 else fn(obj, *args))
         except GuardError as held:  # a guarded method's condition is false: the message waits
             self.guards.hold(slot, env, held)
             self.current = self.work_slot = None
@@ -652,6 +693,28 @@ class Runtime:
         self.work_name = None
         if slot.after:
             self._after(slot)
+
+    def _entry(self, slot: Slot, name: str) -> Callable[..., Any] | None:
+        """The function of ``slot``'s class that entry method ``name`` is, kept in the
+        collection's ``methods`` and called with the element as its first argument (entry
+        methods are the class's: a proxy has those of its class, and an instance's
+        attribute of the same name does not replace one); None if the class's attribute
+        is not a plain function (a static or class method, a callable object) or the
+        element is not of its collection's class (the stand-in of an ``async def
+        __init__``): its bound method is called then."""
+        obj = slot.obj
+        coll = slot.coll
+        cls = type(obj)
+        for klass in cls.__mro__:  # (what the attribute is, as the class holds it)
+            raw = klass.__dict__.get(name)
+            if raw is not None:
+                if type(raw) is not _FUNCTION or cls is not coll.cls:
+                    break
+                coll.methods[name] = raw
+                return raw
+        if not hasattr(obj, name):
+            raise UsageError(f"{coll.cls.__name__} has no entry method {name!r}")
+        return None
 
     def _after(self, slot: Slot) -> None:
         """A call or coroutine step of ``slot`` has returned and something waited for that:

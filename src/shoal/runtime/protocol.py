@@ -90,6 +90,9 @@ CKPT_COPY: Final = _kind("CKPT_COPY", "checkpoints.on_copy", counted=False)
 CKPT_COMMIT: Final = _kind("CKPT_COMMIT", "checkpoints.on_commit", counted=False)
 AGG_LOC: Final = _kind("AGG_LOC", "aggregation.on_loc", counted=False)
 POWER: Final = _kind("POWER", "power.on_report", counted=False)  # an emulated reading
+# the common INVOKE, shorter (last: the numbers of the kinds before it, which checkpoints
+# keep in the envelopes queued for an element, stay as they were)
+CALL: Final = _kind("CALL", "core.on_call", counted=True)
 
 COUNTED: Final[tuple[bool, ...]] = tuple(k.counted for k in KINDS)
 
@@ -110,6 +113,10 @@ I_PRIO: Final = 8
 I_FUT: Final = 9
 I_SENDER: Final = 10
 I_HOPS: Final = 11
+
+# CALL: (CALL, cid, index, method, args, src, seq, sender), an INVOKE between PEs without
+# keywords, priority or future that was not forwarded (kwargs None, prio 0, fut None, hops
+# 0): 4 fields fewer to encode and decode. The receiver makes it the INVOKE it stands for.
 
 # BCAST: (BCAST, cid, num, method, args, kwargs, prio, ret): broadcast number ``num`` of
 # the collection, ``ret`` what the root gathers: 0 nothing, RET_VALUES the return values

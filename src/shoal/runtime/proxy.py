@@ -100,6 +100,9 @@ class ElementProxy:
         return f"{type(self).__name__}({self.cid}, {self.index})"
 
 
+MADE = 1024  # element proxies a collection proxy keeps for its 1-D indices (then it forgets them)
+
+
 class CollectionProxy:
     """A chare array or group. Index it for an element; call a method on it to broadcast.
 
@@ -126,12 +129,24 @@ class CollectionProxy:
         # cannot specialize (callgrind: about 300 instructions a read)
         bound = (-1 if ndims != 1 or pes is not None else sys.maxsize if dims is None
                  else dims[0])
-        self._short = (bound, self._element, cid, ndims, dims, pes)
+        # and the element proxies made, by index (an int, or a tuple of ints; the same
+        # proxy for the same index: making one was 3,500 instructions, a lookup 100), at
+        # most MADE
+        made: dict[int | tuple[int, ...], ElementProxy] = {}
+        self._short = (bound, self._element, cid, ndims, dims, pes, made)
 
     def __getitem__(self, index: Any) -> Any:  # an ElementProxy, or a SectionProxy
-        bound, element, cid, ndims, dims, pes = self._short
+        bound, _, _, _, _, _, made = self._short
         if type(index) is int and 0 <= index < bound:
-            return element(cid, (index,))
+            return made.get(index) or self._make(index)
+        if type(index) is tuple and _ints(index):  # (only then a key: equal is not the same)
+            return made.get(index) or self._lookup(index, True)
+        return self._lookup(index, False)
+
+    def _lookup(self, index: Any, keep: bool) -> Any:
+        """:meth:`__getitem__` of an index off the short path: checked, and kept if
+        ``keep`` (a tuple of ints) and it names an element inside the shape."""
+        _, element, cid, ndims, dims, pes, _ = self._short
         try:
             index = normalize(index, ndims)
         except UsageError:
@@ -151,7 +166,16 @@ class CollectionProxy:
                 name = self._chare.__name__ if self._chare is not None else "the group"
                 raise UsageError(f"{name}: the group has no member on PE {index[0]} (its "
                                  f"members are on PEs {list(pes)}, Group(..., pes=))")
-        return element(cid, index)
+        return self._make(index) if keep else element(cid, index)
+
+    def _make(self, index: int | tuple[int, ...]) -> ElementProxy:
+        """The element proxy of a checked ``index`` (an int of the short path, or a
+        tuple of ints), made and kept (``_short``)."""
+        _, element, cid, _, _, _, made = self._short
+        if len(made) >= MADE:
+            made.clear()
+        proxy = made[index] = element(cid, (index,) if isinstance(index, int) else index)
+        return proxy
 
     def _members(self, chosen: list[tuple[int, ...]], key: Any) -> list[tuple[int, ...]]:
         """What a section key selects, among the members of a group on some PEs."""
@@ -268,6 +292,15 @@ def _outside(proxy: CollectionProxy, index: tuple[int, ...]) -> tuple[int, ...]:
     name = proxy._chare.__name__ if proxy._chare is not None else "the array"
     raise UsageError(f"{name}: index {index} lies outside the shape {proxy.dims} of the "
                      "array (no such element; insert it first, or index within the shape)")
+
+
+def _ints(index: tuple[Any, ...]) -> bool:
+    """Is ``index`` a tuple of ints, exactly (a float or a numpy integer equal to an int
+    is another index: refused, or a section's key)?"""
+    for i in index:
+        if type(i) is not int:
+            return False
+    return True
 
 
 def _missing(chare: type[Chare] | None, name: str) -> str:

@@ -34,7 +34,7 @@ SLOT_VERSION: Final = 2  # (1: the positional 14-tuple of shoal <= 0.1 checkpoin
 class Slot:
     """The runtime's record of one local element; everything in it migrates with it.
 
-    ``expected[src]`` is the sequence number of the next message from sender ``src`` and
+    ``expected[src]`` holds the sequence number of the next message from sender ``src`` and
     ``ooo`` holds messages that arrived ahead of it, so that messages between two elements
     are delivered in the order they were sent whatever path they took. ``out[dst]`` numbers
     the messages this element sends. ``redno`` counts its contributions, ``bcast`` the
@@ -81,8 +81,10 @@ class Slot:
         self.key: tuple = (coll.cid, index)
         # the chare: None only until whoever makes the slot sets it, right after
         self.obj: Chare = None  # type: ignore[assignment]
-        # sequence numbers and early messages, by sender key (an element's, or (-1, pe))
-        self.expected: dict[tuple[int, Any], int] = {}
+        # sequence numbers and early messages, by sender key (an element's, or (-1, pe)):
+        # the next number from each sender in a list of one, changed in place (one lookup
+        # of the sender's key per message; :meth:`pack` gives the numbers themselves)
+        self.expected: dict[tuple[int, Any], list[int]] = {}
         self.ooo: dict[tuple[tuple[int, Any], int], Any] = {}  # (src, seq) -> INVOKE envelope
         self.out: dict[tuple[int, tuple[int, ...]], list[int]] = {}  # dst -> [messages, bytes]
         self.redno: Any = 0  # (Any: numbers other code sets, see the module doc)
@@ -119,6 +121,7 @@ class Slot:
         version of this record, so that a checkpoint of an older shoal is refused by name
         rather than misread."""
         state = {name: getattr(self, name) for name in MIGRATING}
+        state["expected"] = {src: cell[0] for src, cell in self.expected.items()}
         state["queued"] = queued
         state["version"] = SLOT_VERSION
         return state
@@ -129,6 +132,11 @@ class Slot:
         the checkpoint did not have): without its sequence numbers, channels and
         statistics, which belong to the original."""
         return {**state, "expected": {}, "out": {}, "chan": {}, "chans": {}, "stats": {}}
+
+    def next_from(self, src: tuple[int, Any]) -> int:
+        """The sequence number of the next message from sender ``src``."""
+        cell = self.expected.get(src)
+        return 0 if cell is None else cell[0]
 
     def forget(self, gone: Callable[[tuple[int, Any]], bool]) -> None:
         """Drop the sequence numbers to and from the senders and receivers ``gone`` says
@@ -146,5 +154,6 @@ class Slot:
                              "another version of shoal")
         for name in MIGRATING:
             setattr(self, name, state[name])
+        self.expected = {src: [n] for src, n in state["expected"].items()}
         self.after = bool(self.held)
         return state["queued"]

@@ -2,7 +2,8 @@
 ``python idle.py NAME... [--shm BYTES]``.
 
 Every poll of the network is counted (each asks MPI once for a message: the transport's
-``improbe`` is wrapped when a PE is pinned, which works on the compiled core too), and each
+test of its posted receive is wrapped when a PE is pinned, which works on the compiled core
+too), and each
 PE's minor page faults come from ``getrusage``."""
 
 import os
@@ -20,16 +21,16 @@ POLLS = [0]
 def _count_polls():
     """Count this PE's polls of the network from now on (once)."""
     net = current().net
-    improbe = net._improbe
-    if getattr(improbe, "counted", False):
+    test = net._test
+    if getattr(test, "counted", False):
         return
 
     def counted(*args):
         POLLS[0] += 1
-        return improbe(*args)
+        return test(*args)
 
     counted.counted = True
-    net._improbe = counted
+    net._test = counted
 
 MIB = np.ones(1 << 17)  # 1 MiB of float64
 

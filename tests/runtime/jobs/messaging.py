@@ -1,8 +1,10 @@
 """Point-to-point messages, broadcasts and calls with ``ret=True`` (run by test_messaging.py):
 ``python messaging.py NAME...``."""
 
+import enum
 import random
 
+import numpy as np
 from runner import main
 
 import shoal
@@ -122,6 +124,108 @@ async def exactly_once():
     return sent
 
 
+class Kinds(shoal.Chare):
+    """Entry methods of every kind the runtime calls: plain ones of 0 to 4 arguments, with
+    keywords, a static and a class method, one an instance attribute shadows."""
+
+    def __init__(self):
+        self.calls = []
+        self.shadowed = "an attribute"  # (of the instance, not the class's method)
+
+    def none(self):
+        return "none"
+
+    def one(self, a):
+        return a
+
+    def two(self, a, b):
+        return a + b
+
+    def four(self, a, b, c, d):
+        return [a, b, c, d]
+
+    def keywords(self, a, b=1, *, c=2):
+        return (a, b, c)
+
+    @staticmethod
+    def static(a, b):
+        return ("static", a, b)
+
+    @classmethod
+    def klass(cls, a):
+        return (cls.__name__, a)
+
+    def shadowed(self, a):
+        return ("method", a)
+
+
+async def method_kinds():
+    """Every kind of entry method gets its arguments, called twice (the first call finds
+    the method, the second uses what the first found), on this PE and on others; an entry
+    method is the class's, whatever attribute of that name an instance has."""
+    k = shoal.Array(Kinds, 3, map="round_robin")
+    for _ in range(2):
+        for i in range(3):
+            e = k[i]
+            assert await e.none(ret=True) == "none"
+            assert await e.one(5, ret=True) == 5
+            assert await e.two(2, 3, ret=True) == 5
+            assert await e.four(1, 2, 3, 4, ret=True) == [1, 2, 3, 4]
+            assert await e.keywords(1, ret=True) == (1, 1, 2)
+            assert await e.keywords(1, c=5, ret=True) == (1, 1, 5)
+            assert await e.keywords(a=7, b=8, ret=True) == (7, 8, 2)
+            assert await e.static(1, 2, ret=True) == ("static", 1, 2)
+            assert await e.klass(4, ret=True) == ("Kinds", 4)
+            assert await e.shadowed(1, ret=True) == ("method", 1)
+
+
+class Color(enum.IntEnum):
+    RED = 1
+
+
+def shape(x):
+    """The types of ``x``, nested as its tuples are."""
+    return tuple(shape(y) for y in x) if type(x) is tuple else type(x).__name__
+
+
+class Echo(shoal.Chare):
+    def __init__(self):
+        self.seen = []
+
+    def kinds(self, *args):
+        """The arguments' types, and whether the first two are one object."""
+        return shape(args), len(args) > 1 and args[0] is args[1]
+
+    def record(self, *args):
+        self.seen.append(self.kinds(*args))
+
+    def recorded(self):
+        return self.seen
+
+
+async def plain_values():
+    """Arguments of every type arrive equal and of the same types, whether they travel by
+    marshal (plain values) or by pickle (anything else), in a call with a future and in one
+    without (a CALL): numpy scalars, int subclasses and shared lists are not turned into
+    their plain look-alikes."""
+    e = shoal.Array(Echo, 2, map="round_robin")
+    shared = [1, 2]
+    cases = [
+        ((1, 2.5, "s", b"b", None, True, 2**100, -7), False),
+        (((1, (2, ("x", None))), (3.0,)), False),
+        ((np.float64(1.5), np.int64(3), Color.RED, 1), False),
+        ((shared, shared), True),
+        (({"a": 1}, [1, 2.0], {1, 2}, 1 + 2j), False),
+        (((((((1,),),),),),), False),  # (deeper than marshal's depth: by pickle)
+    ]
+    for i in range(2):
+        for args, same in cases:
+            assert await e[i].kinds(*args, ret=True) == (shape(args), same), (i, args)
+            e[i].record(*args)
+        assert await e[i].recorded(ret=True) == [(shape(a), s) for a, s in cases], i
+
+
 if __name__ == "__main__":
     main({"order": order, "broadcasts": broadcasts, "call_ret": call_ret,
-          "broadcast_ret": broadcast_ret, "exactly_once": exactly_once})
+          "broadcast_ret": broadcast_ret, "exactly_once": exactly_once,
+          "method_kinds": method_kinds, "plain_values": plain_values})

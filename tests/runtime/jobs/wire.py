@@ -1,5 +1,7 @@
-"""Envelope tags around the shared-memory tag, lowered to 3 here on every PE (run by
-test_buffers.py on 2 ranks): ``python wire.py messages [--shm BYTES]``."""
+"""Envelope tags around the shared-memory tag, lowered to 5 here on every PE (and the tag of
+an envelope whose pickle follows to 4; under the pure core: the compiled one inlines them),
+and envelopes larger than the receive posted for them (run by test_buffers.py on 2 ranks):
+``python wire.py NAME... [--shm BYTES]``."""
 
 import pickle
 
@@ -31,6 +33,23 @@ class Taker(shoal.Chare):
                                  for j in range(k + 1)])
         fut.send(None)
 
+    def take_big(self, k, items, *arrays):
+        assert items == list(range(k, k + len(items))), k
+        assert all((a == k + j).all() for j, a in enumerate(arrays)), k
+        self.got.append((k, len(items), len(arrays)))
+
+    def send_big(self, fut):
+        """Small and large envelopes in turn: pickles larger than the posted receive, alone,
+        with arrays by MPI and with arrays in shared memory (1 MiB), and small ones."""
+        other = self.thisProxy[1]
+        n = transport.RECV // 2  # (a pickle of 2.5 bytes or more per item)
+        for k in range(6):
+            other.take(1000 * k)
+            items = list(range(1000 * k, 1000 * k + (n if k % 2 else 10)))
+            arrays = [np.full(4000 * (1 + 32 * j), 1000.0 * k + j) for j in range(k % 3)]
+            other.take_big(1000 * k, items, *arrays)
+        fut.send(None)
+
     def report(self):
         return self.got
 
@@ -47,6 +66,19 @@ async def messages():
     assert await t[1].report(ret=True) == [(0, 1), (10, 2), (20, 3), (30, 4)]
 
 
+async def big():
+    """Envelopes larger than the receive posted for them arrive intact, in order among
+    small ones."""
+    t = shoal.Array(Taker, 2, map="round_robin")
+    fut = shoal.future()
+    t[0].send_big(fut)
+    await fut
+    await shoal.quiescence()
+    n = transport.RECV // 2
+    assert await t[1].report(ret=True) == [
+        e for k in range(6) for e in ((1000 * k, 0), (1000 * k, n if k % 2 else 10, k % 3))]
+
+
 if __name__ == "__main__":
-    transport.SHARED = 3  # on every PE
-    main({"messages": messages})
+    transport.SHARED, transport.BIG = 5, 4  # on every PE
+    main({"messages": messages, "big": big})

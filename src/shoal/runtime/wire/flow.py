@@ -45,6 +45,8 @@ from collections import deque
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mpi4py import MPI
 
 UNIT: Final = 65536  # bytes by MPI that count as one more message in a window
@@ -56,15 +58,10 @@ NAP_MAX: Final = 1e-3  # the longest sleep between two looks
 
 class Flow:
     """The envelopes a PE set aside while it waited for a window (headers as received:
-    ``(source, tag, bytes)``), and the wait."""
+    ``(source, tag, bytes)``, from ``take``, the transport's receive), and the wait."""
 
-    def __init__(self, comm: MPI.Intracomm):
-        from mpi4py import MPI
-
-        self._improbe = comm.improbe
-        self._any, self._anytag = MPI.ANY_SOURCE, MPI.ANY_TAG
-        self._byte = MPI.BYTE
-        self._status = MPI.Status()
+    def __init__(self, take: Callable[[], tuple[int, int, bytearray] | None]):
+        self._take = take
         self.held: deque[tuple[int, int, bytearray]] = deque()
         self.waits = 0  # windows this PE waited for (statistics)
         # seconds in waits, and of those asleep: idle time, not time another process held
@@ -77,15 +74,12 @@ class Flow:
         """Until ``req`` (the send that closed the last window) completes, receive and set
         aside whatever arrives; sleep 10 us, then longer, while nothing does."""
         self.waits += 1
-        status = self._status
         nap = 1e-5
         start = idle_since = time.perf_counter()
         while not req.Test():
-            msg = self._improbe(self._any, self._anytag, status)
-            if msg is not None:
-                data = bytearray(status.Get_count(self._byte))
-                msg.Recv(data)
-                self.held.append((status.Get_source(), status.Get_tag(), data))
+            got = self._take()
+            if got is not None:
+                self.held.append(got)
                 idle_since = time.perf_counter()
                 nap = 1e-5
             elif time.perf_counter() - idle_since > SPIN:

@@ -1,15 +1,42 @@
-"""Envelopes between PEs over MPI: pickle protocol 5 with numpy buffers out of band.
+"""Envelopes between PEs over MPI: pickle protocol 5 with numpy buffers out of band, or
+marshal for an envelope of plain values.
+
+An envelope made only of ints, floats, strings, bytes, booleans and None, in tuples (of
+those exact types: the common call of an entry method with numbers, ``CALL``), goes by
+``marshal`` (version 2, tag ``PLAIN``): it comes back equal and of the same types, and a
+dump and a load cost 3,200 instructions fewer than pickle's (callgrind; the check that
+the values are plain costs about 600). Anything else (a list or dict, which may be shared
+within the envelope, a subclass such as a numpy float, any other object) is pickled.
 
 An envelope is pickled once. Every contiguous buffer of at least ``OOB_MIN`` bytes (numpy
 arrays, bytes-likes that support protocol 5) leaves the pickle and travels as its own MPI
 message, sent from and received into its memory, never copied into the pickle: the header's
-MPI tag is the number of such buffers, and they follow on a second communicator, in order
+MPI tag is one more than the number of such buffers, and they follow on a second
+communicator, in order
 (MPI keeps the order of messages between two ranks on one communicator and tag). Smaller
 buffers stay in-band: one MPI message is cheaper than two. Between PEs of one node the
 buffers of at least ``SHM_MIN`` bytes go through shared memory instead
 (:mod:`shoal.runtime.wire.shm`): the sender copies them into its segment, the envelope (tag
 ``SHARED``) names the blocks in a trailer after the pickle, and the receiver reads them in
 place.
+
+When every PE is on one node, a receive for the next envelope is always posted (a
+persistent request, ``MPI_Recv_init``, into ``RECV`` bytes, from any rank with any tag): a
+poll tests it, and one that finds an envelope unpickles it from that memory and starts the
+request again. No MPI message object per envelope (``MPI_Improbe``'s) and no buffer per
+envelope: callgrind, 2,200 instructions less per envelope received. When the PEs span nodes,
+each poll probes (``MPI_Improbe``) and receives what it found into a buffer of its size
+instead: the mpich wheel (5.0.2, ``ch4:ucx``) loses messages that reach a posted receive
+from any source through its network module (a posted ``MPI_Irecv`` as much as a persistent
+one): on the emulated cluster, 4 ranks on 2 nodes each sending 2,000 small messages to every
+other rank, the ranks with a posted receive got 1 to 72 of their 6,000 in 10 s and UCX
+reported the rest unmatched at the end; probing got all of them in 0.27 s, and both ways
+get all of them among the ranks of one node (``/var/tmp/dbg/prec.py`` of that session,
+kept in the note of issue 27). An envelope whose pickle is larger than ``RECV`` travels
+as a header of 8 bytes (tag ``BIG``: the header holds the envelope's own tag) with its
+pickle as its first out-of-band buffer, whichever way the receiver receives; every message
+on the envelopes' communicator fits the posted receive, and the order of envelopes is the
+order of their headers, as before.
 
 An envelope of at most ``EAGER`` bytes goes by a blocking ``MPI_Send``: every MPI sends
 messages that small eagerly (the receiver buffers them whether or not a receive is posted),
@@ -25,6 +52,7 @@ a PE waits for a window (its backlog full) are handed out first by ``poll``.
 
 from __future__ import annotations
 
+import marshal
 import pickle
 import struct
 from collections import deque
@@ -44,18 +72,39 @@ if TYPE_CHECKING:
 
     from shoal.runtime.wire.shm import SharedArena
 
-_NONE: list[memoryview] = []  # the buffers of a waiting envelope that has none (never filled)
+_NONE: Final[list[memoryview]] = []  # the buffers of an envelope that has none (never filled)
 # (Final: the compiled core keeps these in C statics, not looked up in the module's dict)
 _dumps: Final = pickle.dumps
 _loads: Final = pickle.loads
+_mdumps: Final = marshal.dumps
+_mloads: Final = marshal.loads
 EAGER: Final = 4096  # bytes: envelopes up to this size go by blocking MPI_Send (see module doc)
 BULK: Final = 256 << 10  # bytes: a send this large moves only while its sender tests it (MPI
 # progresses it chunk by chunk), so an idle sender keeps testing (see pe._Idle)
-SHARED: Final = 32767  # header tag: the buffers are named in a trailer (MPI guarantees this tag);
-# smaller tags count buffers that follow by MPI
+# Header tags: 0 a pickle, PLAIN a marshal, 1 + n (below BIG) a pickle whose n buffers
+# follow by MPI. (PLAIN is small: compiled, a tag is boxed for mpi4py at every send, and
+# Python keeps the ints up to 256 made once.)
+PLAIN: Final = 1  # an envelope of plain values, by marshal (see the module doc)
+SHARED: Final = 32767  # the buffers are named in a trailer (MPI guarantees this tag)
+BIG: Final = 32766  # the pickle follows by MPI as a buffer, the header is its tag
+RECV: Final = 65536  # bytes of the receive posted for the next envelope: larger pickles are BIG
 SHM_MIN: Final = 65536  # bytes: smaller buffers go by MPI even to a PE of this node (measured
 # crossover on 2 PEs: the copy into the segment and its bookkeeping cost more than they
 # save below it; python benchmarks/runtime_sizes.py)
+
+
+def _plain(values: tuple, depth: int) -> bool:
+    """Are ``values`` plain: ints, floats, strings, bytes, booleans and None, or tuples of
+    them (``depth`` levels more), of those exact types? Such a tuple goes by marshal and
+    comes back equal and of the same types; a subclass (a numpy float, an IntEnum), a
+    container that may be shared or changed (a list, a dict) or any other object goes by
+    pickle."""
+    for x in values:
+        k = type(x)
+        if not (k is int or k is str or x is None or k is float or k is bool or k is bytes
+                or (k is tuple and depth and _plain(x, depth - 1))):
+            return False
+    return True
 
 
 def _units(data: bytes, oob: list[memoryview]) -> int:
@@ -90,6 +139,7 @@ class Transport:
         self._improbe = self.comm.improbe
         self._any = MPI.ANY_SOURCE
         self._anytag = MPI.ANY_TAG
+        self._byte = MPI.BYTE
         self.bytes_sent = 0
         self.bytes_shared = 0  # of those, in blocks of the shared segment
         lo = self.comm.allreduce(shm_bytes, op=MPI.MIN)
@@ -105,9 +155,24 @@ class Transport:
         self._backlog: dict[int, deque[tuple[bytes, int, list[memoryview], int]]] = {}
         self._waiting = 0  # units in the backlog
         self.bulk = False  # a send of BULK bytes or more is in flight: its sender must test it
-        self.flow = Flow(self.comm)
+        self.flow = Flow(self._take)
         self._held = self.flow.held
         self.shm_peers = frozenset(() if self.arena is None else self.arena.base)
+        # the receive posted for the next envelope when every PE is on this node (see the
+        # module doc): tested by poll, and started again once what it received has been
+        # read (``posted``: it is started); across nodes, each poll probes
+        self._get_tag = self._status.Get_tag  # (bound once: a call by name costs 170 more)
+        self._tstatus = MPI.Status()  # (_take's: it may run while poll reads its status)
+        self._inbox = bytearray(RECV)
+        node = self.comm.Split_type(MPI.COMM_TYPE_SHARED)
+        self.posting = node.Get_size() == self.size
+        node.Free()
+        self._recv = self.comm.Recv_init(self._inbox, self._any, self._anytag)
+        self._test = self._recv.Test
+        self._start = self._recv.Start
+        self.posted = self.posting
+        if self.posting:
+            self._start()
 
     def _out_of_band(self, buf: pickle.PickleBuffer) -> bool:
         raw = buf.raw()
@@ -116,21 +181,30 @@ class Transport:
         self._oob.append(raw)
         return False
 
-    def send(self, dest: int, env: tuple[Any, ...], shared: bool = True) -> int:
+    def send(self, dest: int, env: tuple[Any, ...], shared: bool = True,
+             plain: bool = False) -> int:
         """Send ``env`` to rank ``dest``; returns the bytes put on the wire. ``shared=False``
-        keeps its buffers out of the shared segment (for envelopes the receiver keeps)."""
-        oob = self._oob
-        try:
-            data = _dumps(env, 5, buffer_callback=self._callback)
-        finally:
-            if oob:  # a fresh list: these travel (or, if the pickle failed, are dropped)
-                self._oob = []
-        tag = 0
+        keeps its buffers out of the shared segment (for envelopes the receiver keeps);
+        ``plain=True``: the caller knows that ``env`` is plain (:func:`_plain`)."""
         nbytes = 0
-        if oob:
-            data, oob, tag, nbytes = self._by_band(data, oob, dest, shared)
+        if plain or _plain(env, 3):
+            data = _mdumps(env, 2)  # (version 2: no references, a plain value once each)
+            tag = PLAIN
+            oob = _NONE
+        else:
+            oob = self._oob
+            try:
+                data = _dumps(env, 5, buffer_callback=self._callback)
+            finally:
+                if oob:  # a fresh list: these travel (or, if the pickle failed, are dropped)
+                    self._oob = []
+            tag = 0
+            if oob:
+                data, oob, tag, nbytes = self._by_band(data, oob, dest, shared)
         nbytes += len(data)
         self.bytes_sent += nbytes
+        if len(data) > RECV:  # larger than the receive posted for it: the pickle follows
+            data, oob, tag = tag.to_bytes(8, "little"), [memoryview(data), *oob], BIG
         backlog = self._backlog
         if backlog and dest in backlog and not self._flush_to(dest):  # behind others: in order
             self._defer(dest, data, tag, oob, _units(data, oob))
@@ -172,8 +246,8 @@ class Transport:
         for raw in oob:
             nbytes += raw.nbytes
         arena = self.arena if shared and dest in self.shm_peers else None
-        if len(oob) < SHARED and (arena is None or max(raw.nbytes for raw in oob) < SHM_MIN):
-            return data, oob, len(oob), nbytes
+        if len(oob) + 1 < BIG and (arena is None or max(raw.nbytes for raw in oob) < SHM_MIN):
+            return data, oob, len(oob) + 1, nbytes
         data, oob = self._trailer(data, oob, arena)
         return data, oob, SHARED, nbytes
 
@@ -314,23 +388,70 @@ class Transport:
         if self._backlog:
             self.flush()
         status = self._status
+        if not self.posting:
+            return self._probe()
+        if not self._test(status):
+            return None
+        tag: int = self._get_tag()
+        self.posted = False
+        if tag == PLAIN or not tag:
+            try:  # (a pickle or a marshal ends where it ends: the rest of the inbox is ignored)
+                return _mloads(self._inbox) if tag else _loads(self._inbox)
+            finally:
+                self._start()
+                self.posted = True
+        data = self._inbox[:status.Get_count(self._byte)]
+        src = status.Get_source()
+        self._start()
+        self.posted = True
+        return self._decode(src, tag, data)
+
+    def _probe(self) -> tuple[Any, ...] | None:
+        """``poll`` across nodes: the next envelope MPI has, found by ``MPI_Improbe``."""
+        status = self._status
         msg = self._improbe(self._any, self._anytag, status)
         if msg is None:
             return None
-        tag = status.Get_tag()
+        tag: int = self._get_tag()
         if not tag:
             return msg.recv()  # mpi4py receives and unpickles in one compiled call
-        data = bytearray(status.Get_count(self._mpi.BYTE))
+        data = bytearray(status.Get_count(self._byte))
         msg.Recv(data)
         return self._decode(status.Get_source(), tag, data)
 
-    def _decode(self, src: int, tag: int, data: bytearray) -> tuple[Any, ...]:
+    def _take(self) -> tuple[int, int, bytearray] | None:
+        """An envelope as received (source, tag, bytes), or None: for a PE that waits for
+        a window (:mod:`shoal.runtime.wire.flow`). Across nodes, and within an unpickling of
+        the posted receive's envelope (an object's ``__setstate__`` that sends), what
+        arrives is taken from MPI's queue by ``MPI_Improbe``: the envelopes come after that
+        one."""
+        status = self._tstatus
+        if self.posted:
+            if not self._test(status):
+                return None
+            got = (status.Get_source(), status.Get_tag(),
+                   self._inbox[:status.Get_count(self._byte)])
+            self._start()
+            return got
+        msg = self._improbe(self._any, self._anytag, status)
+        if msg is None:
+            return None
+        data = bytearray(status.Get_count(self._byte))
+        msg.Recv(data)
+        return status.Get_source(), status.Get_tag(), data
+
+    def _decode(self, src: int, tag: int, data: Any) -> tuple[Any, ...]:
         """The envelope of a header received from ``src`` with ``tag``: its buffers follow
-        by MPI (``tag`` of them), or are named in its trailer (``SHARED``)."""
+        by MPI (``tag - 1`` of them), or are named in its trailer (``SHARED``), or its
+        pickle follows by MPI and the header is its tag (``BIG``)."""
         if not tag:
             return _loads(data)
+        if tag == PLAIN:
+            return _mloads(data)
+        if tag == BIG:
+            return self._decode(src, int.from_bytes(data[:8], "little"), self._receive(src))
         if tag != SHARED:
-            return _loads(data, buffers=[self._receive(src) for _ in range(tag)])
+            return _loads(data, buffers=[self._receive(src) for _ in range(tag - 1)])
         count = int.from_bytes(data[-8:], "little")
         fields = struct.unpack_from(f"<{3 * count}q", data, len(data) - 8 - 24 * count)
         arena = self.arena
@@ -352,7 +473,7 @@ class Transport:
         """The next out-of-band buffer from ``src`` by MPI."""
         status = self._status
         part = self._bufcomm.Mprobe(src, 0, status)
-        arr = self.pool.get(status.Get_count(self._mpi.BYTE))
+        arr = self.pool.get(status.Get_count(self._byte))
         part.Recv(arr)
         return arr
 
@@ -365,5 +486,9 @@ class Transport:
         Collective."""
         if self.arena is not None:
             self.arena.close()
+        if self.posted:  # (an envelope it receives now is dropped, as one queued in MPI is)
+            self._recv.Cancel()
+            self._recv.Wait()
+        self._recv.Free()
         self._bufcomm.Free()
         self.comm.Free()
