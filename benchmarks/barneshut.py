@@ -33,7 +33,8 @@ STEP = re.compile(r"from step \d+ on: ([\d.]+) ms per step")
 ALL = re.compile(r"theta [\d.]+, .*?: ([\d.]+) ms per step; (\d+) piece migrations")
 IMBALANCE = re.compile(r"max/avg PE load ([\d.]+) before the first LB step, ([\d.]+) after")
 CHECKSUM = re.compile(r"checksum (\S+)")
-PAPER = "paper (Fig. 12, 500M particles, Blue Waters): over-decomposed + ORB 40% faster than 1 object per process"
+PAPER = ("paper (Fig. 12, 500M particles, Blue Waters): over-decomposed + ORB 40% faster than "
+         "1 object per process")
 
 
 def variants(a: argparse.Namespace) -> dict[str, list[str]]:
