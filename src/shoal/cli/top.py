@@ -1,0 +1,192 @@
+"""``shoal top``: a job's view in the terminal (issue 29, item 3): what the dashboard's job
+page shows, for users who reach the cluster over ssh only. It reads the job's live files
+through ``shoal.live`` and computes with ``shoal.views`` (the job summary is the
+dashboard's own, ``shoal.dashboard.data.job_summary``)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from shoal.errors import UsageError
+
+BAR = 20  # characters of a PE's utilisation bar
+FINISHED = ("done", "failed", "lost")
+
+
+def resolve(spec: str, registry: str | None) -> Path:
+    """The live folder ``spec`` names (a job directory, its ``live/``, a registry entry, a
+    job id or a unique prefix of one); a :class:`UsageError` naming what was looked at."""
+    from shoal import live
+
+    found = live.find(spec, registry)
+    if found is not None:
+        return found
+    p = Path(spec)
+    if p.is_dir():
+        raise UsageError(f"{spec} holds no live data of a job (no {live.LIVE}/{live.JOB} in "
+                         "it, nor a job.json beside pe-N.jsonl files): give the job directory "
+                         "of a shoal run, or its job id")
+    where = live.root(registry) / live.JOBS
+    ids = [str(j.get("id")) for j in live.jobs(registry)]
+    many = [i for i in ids if i.startswith(spec)]
+    if len(many) > 1:
+        raise UsageError(f"job id {spec!r} is ambiguous in {where}: {', '.join(many[:8])}")
+    raise UsageError(f"no job {spec!r}: not a directory, nor a job id in the registry {where}"
+                     f" ({len(ids)} jobs there{': ' + ', '.join(ids[:5]) if ids else ''}; "
+                     "--registry or $SHOAL_STATE_DIR names another)")
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _rate(x: float | None, unit: str = "") -> str:
+    if x is None:
+        return "-"
+    for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.1f}{prefix}{unit}/s"
+    return f"{x:.0f}{unit}/s"
+
+
+def _duration(s: float | None) -> str:
+    if s is None:
+        return "-"
+    s = max(0.0, s)
+    if s < 60:
+        return f"{s:.1f}s"
+    m, sec = divmod(int(s), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m{sec:02d}s" if h else f"{m}m{sec:02d}s"
+
+
+def _bar(busy: float | None, overhead: float | None) -> Text:
+    """busy as █, overhead as ▒, the rest (idle) as ·"""
+    if busy is None:
+        return Text("no data".ljust(BAR), style="dim")
+    b = round(BAR * min(max(busy, 0.0), 1.0))
+    o = min(BAR - b, round(BAR * min(max(overhead or 0.0, 0.0), 1.0)))
+    return Text.assemble(("█" * b, "green"), ("▒" * o, "yellow"), ("·" * (BAR - b - o), "dim"))
+
+
+def render(view: Any) -> Group:
+    """The job view (``shoal.views.JobView``) as rich renderables."""
+    from shoal.views import event_text, rows_total, size
+
+    s = view.summary
+    state = s["state"]
+    style = {"running": "bold green", "done": "bold", "failed": "bold red",
+             "lost": "bold red"}.get(state, "bold")
+    head = Text.assemble(
+        ("job ", "dim"), (str(s["id"]), "bold"), "  ", (str(s.get("name") or "?"), ""),
+        "  ", (state, style), ("  uptime ", "dim"), _duration(s.get("uptime")),
+        ("  PEs ", "dim"), str(s.get("npes") if s.get("npes") is not None else len(view.pes)),
+        ("  nodes ", "dim"), str(s.get("nodes")),
+        ("  period ", "dim"), f"{s['period']}s" if s.get("period") else "-")
+    pes = Table(title=f"PEs (last {view.window:g} s; █ busy ▒ overhead · idle)",
+                title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for name in ("PE", "host", "utilisation", "busy", "idle", "ovh", "run", "msg out",
+                 "msg in", "bytes out", "bytes in", "RSS", "queue", "elements"):
+        pes.add_column(name, justify="left" if name in ("host", "utilisation") else "right")
+    for p in view.pes:
+        pes.add_row(str(p.pe), p.host, _bar(p.busy, p.overhead), _pct(p.busy), _pct(p.idle),
+                    _pct(p.overhead), _pct(p.utilisation), _rate(p.msgs_sent),
+                    _rate(p.msgs_received), _rate(p.bytes_sent, "B"),
+                    _rate(p.bytes_received, "B"), size(p.rss) if p.rss is not None else "-",
+                    "-" if p.queue is None else str(p.queue),
+                    "-" if p.elements is None else str(p.elements))
+    shown = [p for p in view.pes if p.busy is not None]
+    if shown:
+        mean = sum(p.busy for p in shown) / len(shown)
+        pes.add_row("all", "", _bar(mean, sum(p.overhead or 0 for p in shown) / len(shown)),
+                    _pct(mean), "", "", "", _rate(rows_total(shown, "msgs_sent")),
+                    _rate(rows_total(shown, "msgs_received")),
+                    _rate(rows_total(shown, "bytes_sent"), "B"),
+                    _rate(rows_total(shown, "bytes_received"), "B"),
+                    size(sum(p.rss or 0 for p in shown)), str(sum(p.queue or 0 for p in shown)),
+                    str(sum(p.elements or 0 for p in shown)), style="bold")
+    methods = Table(title="entry methods (whole run)", title_justify="left",
+                    box=box.SIMPLE_HEAD, padding=(0, 1))
+    for name in ("method", "calls", "seconds", "share"):
+        methods.add_column(name, justify="left" if name == "method" else "right")
+    for name, calls, seconds, share in view.methods:
+        methods.add_row(name, str(calls), f"{seconds:.3f}", _pct(share))
+    if not view.methods:
+        methods.add_row("(none yet)", "", "", "")
+    events = Table(title="recent events", title_justify="left", box=box.SIMPLE_HEAD,
+                   padding=(0, 1))
+    for name in ("at", "kind", "what"):
+        events.add_column(name, justify="right" if name == "at" else "left")
+    start = s.get("start")
+    for e in view.events:
+        at = e.get("t")
+        when = _duration(at - start) if isinstance(at, (int, float)) and \
+            isinstance(start, (int, float)) else "-"
+        events.add_row(when, str(e.get("kind")), event_text(e))
+    if not view.events:
+        events.add_row("", "(none)", "")
+    parts: list[Any] = [head, pes]
+    if view.missing:
+        parts.append(Text(f"no rows (yet) from PE {', '.join(map(str, view.missing))}",
+                          style="yellow"))
+    parts += [methods, events]
+    return Group(*parts)
+
+
+def snapshot(folder: Path, window: float, top_n: int) -> Any:
+    from shoal import live, views
+
+    return views.job_view(live.load(folder), time.time(), window=window, top=top_n)
+
+
+@click.command("top")
+@click.argument("job", metavar="JOB")
+@click.option("--once", is_flag=True,
+              help="Print one snapshot as plain text and exit (for scripts); a finished "
+                   "job is always shown once.")
+@click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(0.1, 3600),
+              help="Seconds between refreshes of the live display.")
+@click.option("--window", default=5.0, show_default=True, type=click.FloatRange(0.0, None),
+              help="Seconds of recent rows the per-PE shares and rates are over (at least "
+                   "each PE's last row).")
+@click.option("--top", "top_n", default=10, show_default=True, type=click.IntRange(1, 1000),
+              help="How many entry methods to list.")
+@click.option("--registry", default=None, metavar="DIR",
+              help="Where shoal run registers jobs (default $SHOAL_STATE_DIR, else "
+                   "~/.local/state/shoal).")
+def top(job: str, once: bool, interval: float, window: float, top_n: int,
+        registry: str | None) -> None:
+    """A job's view in the terminal, refreshed every second while it runs: per-PE
+    utilisation (busy, idle, overhead), message and byte rates, memory, queue and elements,
+    the entry methods that took the most time, the recent load balancing steps (imbalance
+    max/avg before and after), checkpoints, resizes and failures, the job's state and
+    uptime. JOB is a job directory (--jobdir of shoal run) or a job id from the registry
+    (as the dashboard lists them). A finished job is printed once (post mortem)."""
+    from shoal.cli.render import console
+
+    folder = resolve(job, registry)
+    view = snapshot(folder, window, top_n)
+    if once or view.summary["state"] in FINISHED or not console.is_terminal:
+        out = console if not once else Console(highlight=False, color_system=None,
+                                               width=console.width)
+        out.print(render(view))
+        return
+    from rich.live import Live
+
+    try:
+        with Live(render(view), console=console, auto_refresh=False,
+                  redirect_stderr=False) as display:
+            while view.summary["state"] not in FINISHED:
+                time.sleep(interval)
+                view = snapshot(folder, window, top_n)
+                display.update(render(view), refresh=True)
+    except KeyboardInterrupt:
+        pass
