@@ -117,11 +117,12 @@ def spread(starts: Any, ends: Any, amounts: Any, keys: Any, edges: Any,
 class Profile:
     """A run's time profile and usage profile.
 
-    ``edges``: bin edges (seconds from the run's start); ``methods``: entry methods, most
-    time first; ``busy[b, m]``: seconds of method ``m`` in bin ``b`` over every PE;
-    ``overhead[b]`` (live rows only, else zeros); ``capacity[b]``: PE-seconds bin ``b``
-    covers; ``pe_busy[p, m]``, ``pe_overhead[p]``, ``pe_span[p]``: the same per PE over
-    the whole run; ``events``: (seconds from the start, kind, text) to mark."""
+    ``edges``: bin edges (seconds from the start of the first entry method, or of the
+    first live row); ``methods``: entry methods, most time first; ``busy[b, m]``: seconds
+    of method ``m`` in bin ``b`` over every PE; ``overhead[b]`` (live rows only, else
+    zeros); ``capacity[b]``: PE-seconds bin ``b`` covers; ``pe_busy[p, m]``,
+    ``pe_overhead[p]``, ``pe_span[p]``: the same per PE over the whole run; ``events``:
+    (seconds from the start, kind, text) to mark."""
 
     edges: np.ndarray
     methods: list[str]
@@ -157,8 +158,10 @@ def _order(totals: Mapping[str, float]) -> list[str]:
 
 
 def trace_profile(doc: Mapping[str, Any], bins: int | None = None) -> Profile:
-    """The profile of a trace read by ``shoal.runtime.trace.read``: every PE counts from
-    0 (the common start) to the end of the last event of any PE."""
+    """The profile of a trace read by ``shoal.runtime.trace.read``: times from the start
+    of the first entry method of any PE (what came before, start-up and compiling, is no
+    part of the run's profile) to the end of the last event; every PE counts for all of
+    that span."""
     import numpy as np
 
     npes = int(doc["shoal"]["npes"])
@@ -166,14 +169,15 @@ def trace_profile(doc: Mapping[str, Any], bins: int | None = None) -> Profile:
     entries = [e for e in events if e.get("cat") == "entry" and e.get("ph") == "X"]
     if not entries:
         raise UsageError("the trace holds no entry methods: nothing to profile")
+    origin = min(float(e["ts"]) for e in entries)
     ends = [float(e["ts"]) + float(e.get("dur", 0.0)) for e in events]
-    t1 = max(ends) * 1e-6
+    t1 = (max(ends) - origin) * 1e-6
     totals: dict[str, float] = {}
     for e in entries:
         totals[e["name"]] = totals.get(e["name"], 0.0) + float(e["dur"])
     methods = _order(totals)
     index = {m: k for k, m in enumerate(methods)}
-    ts = np.array([float(e["ts"]) for e in entries]) * 1e-6
+    ts = (np.array([float(e["ts"]) for e in entries]) - origin) * 1e-6
     dur = np.array([float(e["dur"]) for e in entries]) * 1e-6
     keys = np.array([index[e["name"]] for e in entries])
     pes = np.array([int(e["pid"]) for e in entries])
@@ -186,7 +190,8 @@ def trace_profile(doc: Mapping[str, Any], bins: int | None = None) -> Profile:
     marks = []
     for e in events:
         if e.get("name") == "lb step" and e.get("cat") == "lb":
-            marks.append((float(e["ts"]) * 1e-6, "lb", _lb_text(e.get("args") or {})))
+            marks.append(((float(e["ts"]) - origin) * 1e-6, "lb",
+                          _lb_text(e.get("args") or {})))
     return Profile(edges=edges, methods=methods, busy=busy, overhead=np.zeros(len(edges) - 1),
                    capacity=capacity, pe_busy=pe_busy, pe_overhead=np.zeros(npes),
                    pe_span=np.full(npes, t1), events=marks, source="trace")

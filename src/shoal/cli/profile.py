@@ -125,7 +125,8 @@ def _time_panel(ax: Any, profile: Any, shown: list[str], colours: dict[str, Any]
     ax.set_xlim(edges[0], edges[-1])
     ax.set_ylim(0, 100)
     width = (profile.edges[1] - profile.edges[0]) * scale
-    ax.set_xlabel(f"time ({unit}; {len(edges) - 1} bins of {width:.3g} {unit})")
+    since = "the first entry method" if profile.source == "trace" else "the first row"
+    ax.set_xlabel(f"time from {since} ({unit}; {len(edges) - 1} bins of {width:.3g} {unit})")
     ax.set_ylabel("utilisation (% of PE time)")
     ax.set_title("time profile", fontsize="medium", loc="left")
 

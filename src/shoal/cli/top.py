@@ -79,30 +79,46 @@ def _bar(busy: float | None, overhead: float | None) -> Text:
 
 def render(view: Any) -> Group:
     """The job view (``shoal.views.JobView``) as rich renderables."""
-    from shoal.views import event_text, rows_total, size
+    parts: list[Any] = [_head(view.summary, len(view.pes)), _pe_table(view)]
+    if view.missing:
+        parts.append(Text(f"no rows (yet) from PE {', '.join(map(str, view.missing))}",
+                          style="yellow"))
+    parts += [_method_table(view), _event_table(view)]
+    return Group(*parts)
 
-    s = view.summary
+
+def _head(s: dict[str, Any], npes: int) -> Text:
     state = s["state"]
-    style = {"running": "bold green", "done": "bold", "failed": "bold red",
-             "lost": "bold red"}.get(state, "bold")
-    head = Text.assemble(
-        ("job ", "dim"), (str(s["id"]), "bold"), "  ", (str(s.get("name") or "?"), ""),
+    style = {"running": "bold green", "failed": "bold red", "lost": "bold red"}.get(state,
+                                                                                    "bold")
+    return Text.assemble(
+        ("job ", "dim"), (str(s["id"]), "bold"), "  ", str(s.get("name") or "?"),
         "  ", (state, style), ("  uptime ", "dim"), _duration(s.get("uptime")),
-        ("  PEs ", "dim"), str(s.get("npes") if s.get("npes") is not None else len(view.pes)),
+        ("  PEs ", "dim"), str(s.get("npes") if s.get("npes") is not None else npes),
         ("  nodes ", "dim"), str(s.get("nodes")),
         ("  period ", "dim"), f"{s['period']}s" if s.get("period") else "-")
-    pes = Table(title=f"PEs (last {view.window:g} s; █ busy ▒ overhead · idle)",
-                title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
-    for name in ("PE", "host", "utilisation", "busy", "idle", "ovh", "run", "msg out",
-                 "msg in", "bytes out", "bytes in", "RSS", "queue", "elements"):
-        pes.add_column(name, justify="left" if name in ("host", "utilisation") else "right")
+
+
+def _table(title: str, columns: tuple[str, ...], left: tuple[str, ...]) -> Table:
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for name in columns:
+        t.add_column(name, justify="left" if name in left else "right")
+    return t
+
+
+def _pe_table(view: Any) -> Table:
+    from shoal.views import rows_total, size
+
+    pes = _table(f"PEs (last {view.window:g} s; █ busy ▒ overhead · idle; run: whole run)",
+                 ("PE", "host", "utilisation", "busy", "idle", "ovh", "run", "msg out",
+                  "msg in", "bytes out", "bytes in", "RSS", "queue", "elements"),
+                 ("host", "utilisation"))
     for p in view.pes:
         pes.add_row(str(p.pe), p.host, _bar(p.busy, p.overhead), _pct(p.busy), _pct(p.idle),
                     _pct(p.overhead), _pct(p.utilisation), _rate(p.msgs_sent),
                     _rate(p.msgs_received), _rate(p.bytes_sent, "B"),
-                    _rate(p.bytes_received, "B"), size(p.rss) if p.rss is not None else "-",
-                    "-" if p.queue is None else str(p.queue),
-                    "-" if p.elements is None else str(p.elements))
+                    _rate(p.bytes_received, "B"), size(p.rss), _maybe(p.queue),
+                    _maybe(p.elements))
     shown = [p for p in view.pes if p.busy is not None]
     if shown:
         mean = sum(p.busy for p in shown) / len(shown)
@@ -113,19 +129,28 @@ def render(view: Any) -> Group:
                     _rate(rows_total(shown, "bytes_received"), "B"),
                     size(sum(p.rss or 0 for p in shown)), str(sum(p.queue or 0 for p in shown)),
                     str(sum(p.elements or 0 for p in shown)), style="bold")
-    methods = Table(title="entry methods (whole run)", title_justify="left",
-                    box=box.SIMPLE_HEAD, padding=(0, 1))
-    for name in ("method", "calls", "seconds", "share"):
-        methods.add_column(name, justify="left" if name == "method" else "right")
+    return pes
+
+
+def _maybe(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _method_table(view: Any) -> Table:
+    methods = _table("entry methods (whole run)", ("method", "calls", "seconds", "share"),
+                     ("method",))
     for name, calls, seconds, share in view.methods:
         methods.add_row(name, str(calls), f"{seconds:.3f}", _pct(share))
     if not view.methods:
         methods.add_row("(none yet)", "", "", "")
-    events = Table(title="recent events", title_justify="left", box=box.SIMPLE_HEAD,
-                   padding=(0, 1))
-    for name in ("at", "kind", "what"):
-        events.add_column(name, justify="right" if name == "at" else "left")
-    start = s.get("start")
+    return methods
+
+
+def _event_table(view: Any) -> Table:
+    from shoal.views import event_text
+
+    events = _table("recent events", ("at", "kind", "what"), ("kind", "what"))
+    start = view.summary.get("start")
     for e in view.events:
         at = e.get("t")
         when = _duration(at - start) if isinstance(at, (int, float)) and \
@@ -133,12 +158,7 @@ def render(view: Any) -> Group:
         events.add_row(when, str(e.get("kind")), event_text(e))
     if not view.events:
         events.add_row("", "(none)", "")
-    parts: list[Any] = [head, pes]
-    if view.missing:
-        parts.append(Text(f"no rows (yet) from PE {', '.join(map(str, view.missing))}",
-                          style="yellow"))
-    parts += [methods, events]
-    return Group(*parts)
+    return events
 
 
 def snapshot(folder: Path, window: float, top_n: int) -> Any:
