@@ -129,3 +129,37 @@ def test_a_running_job_is_followed_until_it_ends(tmp_path):
             proc.communicate()
     assert proc.returncode == 0, stderr
     assert "running" in stdout and "done" in stdout and "2 -> 3 PEs" in stdout
+
+
+def test_a_job_whose_directory_is_removed_at_its_end_is_followed_into_the_registry(tmp_path):
+    """A running job's files are in its job directory; at its end the supervisor keeps
+    them in the registry and removes the directory: top shows the end from there."""
+    entry = write_job(tmp_path / "reg", job_id="job-mv", npes=2, periods=4, lb_at=99,
+                      state="running")
+    jobdir = tmp_path / "jd"
+    shutil.copytree(entry, jobdir / live.LIVE)
+    job = json.loads((entry / live.JOB).read_text())
+    for name in os.listdir(entry):
+        os.unlink(entry / name)
+    (entry / live.JOB).write_text(json.dumps({**job, "jobdir": str(jobdir)}))
+    (jobdir / live.LIVE / live.JOB).write_text(json.dumps({**job, "jobdir": str(jobdir)}))
+    proc = subprocess.Popen([sys.executable, "-m", "shoal", "top", str(jobdir), "--interval",
+                             "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, live.STATE_ENV: str(tmp_path / "reg"),
+                                 "TTY_COMPATIBLE": "1", "COLUMNS": "200"})
+    try:
+        time.sleep(3)
+        assert proc.poll() is None
+        for name in os.listdir(jobdir / live.LIVE):  # kept in the registry, then removed
+            shutil.copy(jobdir / live.LIVE / name, entry / name)
+        (entry / live.JOB).write_text(json.dumps({**job, "jobdir": str(jobdir),
+                                                  "state": "failed",
+                                                  "end": job["start"] + 2.0}))
+        shutil.rmtree(jobdir)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stderr
+    assert "running" in stdout and "failed" in stdout and "gone" not in stdout

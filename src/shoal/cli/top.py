@@ -36,6 +36,10 @@ def resolve(spec: str, registry: str | None) -> Path:
                          "of a shoal run, or its job id")
     where = live.root(registry) / live.JOBS
     ids = [str(j.get("id")) for j in live.jobs(registry)]
+    if "/" in spec or p.exists():
+        raise UsageError(f"{spec}: no such job directory (a job's directory may be removed "
+                         f"when it ends: its live files are then kept in {where}/ID; "
+                         f"{len(ids)} jobs there{': ' + ', '.join(ids[:5]) if ids else ''})")
     many = [i for i in ids if i.startswith(spec)]
     if len(many) > 1:
         raise UsageError(f"job id {spec!r} is ambiguous in {where}: {', '.join(many[:8])}")
@@ -167,6 +171,33 @@ def snapshot(folder: Path, window: float, top_n: int) -> Any:
     return views.job_view(live.load(folder), time.time(), window=window, top=top_n)
 
 
+def follow(folder: Path, ident: str, registry: str | None) -> Path | None:
+    """Where job ``ident``'s live files are now: ``folder`` while its ``job.json`` is
+    there, else the registry's entry (the job ended and its directory was removed, the
+    files kept in the registry), else None."""
+    from shoal import live
+    from shoal.jobdir import read_json
+
+    if read_json(folder / live.JOB) is not None:
+        return folder
+    return live.find(ident, registry) if ident else None
+
+
+def _refresh(folder: Path, ident: str, registry: str | None, window: float,
+             top_n: int) -> tuple[Path, Any] | None:
+    """The job's view now, from wherever its files are (they move to the registry when
+    its directory is removed at its end, possibly between finding and reading them)."""
+    for _ in range(3):
+        moved = follow(folder, ident, registry)
+        if moved is None:
+            return None
+        view = snapshot(moved, window, top_n)
+        if str(view.summary["id"]) == ident:
+            return moved, view
+        folder = moved
+    return None
+
+
 @click.command("top")
 @click.argument("job", metavar="JOB")
 @click.option("--once", is_flag=True,
@@ -206,7 +237,12 @@ def top(job: str, once: bool, interval: float, window: float, top_n: int,
                   redirect_stderr=False) as display:
             while view.summary["state"] not in FINISHED:
                 time.sleep(interval)
-                view = snapshot(folder, window, top_n)
+                ident = str(view.summary["id"])
+                found = _refresh(folder, ident, registry, window, top_n)
+                if found is None:  # gone, and not in the registry: the last view stays
+                    console.print(f"the live files of job {ident} are gone from {folder}")
+                    break
+                folder, view = found
                 display.update(render(view), refresh=True)
     except KeyboardInterrupt:
         pass
