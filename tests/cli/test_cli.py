@@ -28,7 +28,8 @@ def shoal(*args, timeout=120):
                                  ["gossip", "unset"], ["gossip", "keys"],
                                  ["gossip", "keys", "generate"], ["gossip", "keys", "install"],
                                  ["gossip", "keys", "use"], ["gossip", "keys", "remove"],
-                                 ["gossip", "keys", "list"], ["dashboard"]])
+                                 ["gossip", "keys", "list"], ["dashboard"], ["top"],
+                                 ["profile"]])
 def test_help_on_every_command(cmd):
     """``shoal --help`` as a user runs it; the commands' helps in this process (click's
     runner on the same command tree: a process each cost 0.5 CPU-s of start-up)."""

@@ -14,6 +14,7 @@ FIGURES = [  # (command, its figure option): every command that draws a figure
     (["netmodel", "fit", "data.csv", "--save", "ok.toml"], "--errors"),
     (["lb", "simulate", "db.npz", "--csv", "ok.csv"], "--plot"),
     (["lb", "plot", "trace.json", "--csv", "ok.csv"], "--out"),
+    (["profile", "trace.json", "--csv", "ok.csv"], "--out"),
 ]
 
 

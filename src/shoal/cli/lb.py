@@ -379,7 +379,8 @@ def _plot(db: LBDatabase, results: list[_Result], path: str) -> None:
               help="Spans of time to cut a run without AtSync points into.")
 def plot(trace_path: str, out: str, csv_path: str | None, bins: int) -> None:
     """Each PE's load per iteration from a trace written by `shoal run --trace` (seconds
-    in entry methods between AtSync points, or in equal spans of time without them)."""
+    in entry methods between AtSync points, or in equal spans of time without them).
+    `shoal profile` draws the trace's time and usage profiles."""
     from shoal.runtime.trace import loads_per_iteration, read
 
     check_outputs({"--out": figure(out), "--csv": csv_outputs(csv_path)})

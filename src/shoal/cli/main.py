@@ -15,7 +15,8 @@ COMMANDS = {"gossip": "shoal.cli.gossip:gossip", "netmodel": "shoal.cli.netmodel
             "run": "shoal.cli.runtime:run", "ctl": "shoal.cli.ctl:ctl",
             "demo": "shoal.cli.gossip:demo", "lb": "shoal.cli.lb:lb",
             "cluster": "shoal.cli.cluster:cluster",
-            "dashboard": "shoal.cli.dashboard:dashboard"}
+            "dashboard": "shoal.cli.dashboard:dashboard", "top": "shoal.cli.top:top",
+            "profile": "shoal.cli.profile:profile"}
 """Each command and where it lives: a command's module (and the part it drives) loads only
 when that command runs, so ``shoal run`` does not import numpy, the simulator or the
 balancers in the launching process."""
@@ -50,8 +51,9 @@ def _version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
 def cli() -> None:
     """shoal: an adaptive runtime for parallel programs on HPC clusters, and the system
     knowledge it needs: gossip-spread node state, the migratable-object runtime (`shoal
-    run`), the max-rate communication model, topology-aware process mapping, and a web
-    dashboard of the cluster and its jobs (`shoal dashboard`)."""
+    run`), the max-rate communication model, topology-aware process mapping, a web
+    dashboard of the cluster and its jobs (`shoal dashboard`), a job's view in the
+    terminal (`shoal top`) and Projections-style figures of a run (`shoal profile`)."""
 
 
 
