@@ -28,7 +28,11 @@ Every job is ``srun -N 4 -n 4 --ntasks-per-node=1 --mpi=pmi2``: one PE per node.
     duty-cycle, sleeping 3/7 of their time after they ran; ``power_monitor`` on, so the
     balancer knows the PE's speed exactly); no cgroup quota. With and without balancing
     (a sync point every ``--md-lb-every`` steps either way), and the homogeneous case:
-    ms per step. The paper prints Fig. 17 without numbers: with heterogeneity-aware
+    ms per step. By default its MPI goes through shared memory (``--md-mpi shm``, the
+    wheel's UCX defaults), not the links: over OFI's TCP LeanMD's many small messages took
+    160 ms per step against 13 on 3^3 cells, and some jobs hung (every PE busy in its
+    scheduler, a message lost; not solved here). ``--md-mpi tcp`` runs it over the links.
+    The paper prints Fig. 17 without numbers: with heterogeneity-aware
     balancing LeanMD ran close to the homogeneous case.
 
 The absolute figures cannot match the paper's: 4 emulated nodes share 2 cores (and whatever
@@ -38,7 +42,7 @@ balancing recovers much of what interference or a slow node costs. Figures are m
 ``--runs`` runs with their min-max; the variants alternate within each round.
 
 Usage (as root, Slurm installed: make cluster-deps):
-    python benchmarks/cloud.py [--runs 3] [--n 2048] [--iters 200] [--onset 100]
+    python benchmarks/cloud.py [--runs 3] [--n 4096] [--iters 200] [--onset 100]
         [--lb-every 20] [--lb greedy_refine] [--steps 80] [--quick] [--json out.json]
 Progress goes to stderr; the figures to stdout.
 """
@@ -229,38 +233,56 @@ class Bench:
         self.cluster = EmulatedCluster(a.name)
         self.over_links = OVER_LINKS
         self.shared = Path(tempfile.mkdtemp(prefix="shoal-cloud-", dir="/var/tmp"))
+        self.hung = 0  # jobs killed after --timeout
 
-    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+    def env(self, extra: dict[str, str] | None = None, tcp: bool = True) -> dict[str, str]:
+        """The jobs' environment: the cluster's Slurm, MPI over TCP between nodes (unless
+        not ``tcp``: the wheel's defaults, UCX through shared memory), ``extra``."""
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("SLURM_", "SHOAL_", "UCX_", "PMI_", "FI_", "MPICH_"))
                or k == "SHOAL_PURE"}
-        return {**env, **self.cluster.env(), **self.over_links, **(extra or {})}
+        return {**env, **self.cluster.env(), **(self.over_links if tcp else {}),
+                **(extra or {})}
 
     def srun(self, argv: list[str]) -> list[str]:
         return ["srun", "-N", str(NODES), "-n", str(NODES), "--ntasks-per-node=1",
                 "--mpi=pmi2", "--kill-on-bad-exit=1", sys.executable, *argv]
 
-    def run(self, argv: list[str], extra: dict[str, str] | None = None) -> str:
-        t0 = time.perf_counter()
-        out = subprocess.run(self.srun(argv), capture_output=True, text=True, env=self.env(extra),
-                             cwd=self.shared, timeout=self.a.timeout)
-        if out.returncode:
-            raise RuntimeError(f"job failed ({out.returncode}): {' '.join(argv)}\n"
-                               f"{out.stderr[-3000:]}")
-        say(f"  ({time.perf_counter() - t0:.1f} s)")
-        return out.stdout
+    def run(self, argv: list[str], extra: dict[str, str] | None = None,
+            tcp: bool = True) -> str | None:
+        """Run a job; its stdout, or None if it hung (killed after ``--timeout``; tried
+        twice). Raises if it failed."""
+        for attempt in (1, 2):
+            t0 = time.perf_counter()
+            job = subprocess.Popen(self.srun(argv), stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, env=self.env(extra, tcp),
+                                   cwd=self.shared)
+            out, err = finish(job, self.a.timeout)
+            if out is None:
+                self.hung += 1
+                say(f"  HUNG after {self.a.timeout:g} s (attempt {attempt} of 2): "
+                    f"{(err or '')[-300:]}")
+                continue
+            if job.returncode:
+                raise RuntimeError(f"job failed ({job.returncode}): {' '.join(argv)}\n"
+                                   f"{err[-3000:]}")
+            say(f"  ({time.perf_counter() - t0:.1f} s)")
+            return out
+        return None
 
     # (a)
-    def stencil(self, blocks: str) -> float:
+    def stencil(self, blocks: str) -> float | None:
         out = self.run([str(STENCIL), "--n", str(self.a.n), "--blocks", blocks, "--iters",
                         str(self.a.a_iters)])
+        if out is None:
+            return None
         m = re.search(r"([\d.]+) ms per iteration", out)
         if not m:
             raise RuntimeError(f"stencil2d printed no time:\n{out[-2000:]}")
         return float(m.group(1))
 
     # (b)
-    def interference(self, lb: str) -> dict[str, Any]:
+    def interference(self, lb: str) -> dict[str, Any] | None:
         a = self.a
         onset = self.shared / f"onset-{lb}-{time.monotonic_ns()}"
         argv = [str(Path(__file__).resolve()), "--job", "stencil", "--n", str(a.n), "--rows",
@@ -270,11 +292,10 @@ class Bench:
         job = subprocess.Popen(self.srun(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=self.env({"SHOAL_LB": lb}), cwd=self.shared)
         hog = None
+        out: str | None = None
         try:
             deadline = time.monotonic() + a.timeout
-            while job.poll() is None and not onset.exists():
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the stencil did not reach the onset in time")
+            while job.poll() is None and not onset.exists() and time.monotonic() < deadline:
                 time.sleep(0.01)
             if onset.exists():
                 core = core_of(SLOW_NODE, os.cpu_count() or 1)
@@ -282,7 +303,7 @@ class Bench:
                     SLOW_NODE, [sys.executable, "-S", "-c", BURN % (core or 0)],
                     start_new_session=True, stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL)
-            out, err = job.communicate(timeout=a.timeout)
+            out, err = finish(job, max(1.0, deadline - time.monotonic()))
         finally:
             if job.poll() is None:
                 job.kill()
@@ -291,6 +312,10 @@ class Bench:
                 hog.kill()
                 hog.wait()
             onset.unlink(missing_ok=True)
+        if out is None:
+            self.hung += 1
+            say(f"  HUNG after {a.timeout:g} s: {err[-300:]}")
+            return None
         if job.returncode:
             raise RuntimeError(f"the stencil job failed ({job.returncode}):\n{err[-3000:]}")
         say(f"  ({time.perf_counter() - t0:.1f} s)")
@@ -305,19 +330,42 @@ class Bench:
                 "migrations": moved, "lb_steps": steps, "hog": hog is not None}
 
     # (c)
-    def leanmd(self, slow: bool, lb: str) -> dict[str, Any]:
+    def leanmd(self, slow: bool, lb: str) -> dict[str, Any] | None:
         a = self.a
         argv = [str(Path(__file__).resolve()), "--job", "leanmd", "--cells", str(a.cells),
                 "--atoms", str(a.atoms), "--steps", str(a.steps), "--lb-every",
                 str(a.md_lb_every)]
         if slow:
             argv += ["--slow-host", SLOW_NODE, "--freq", str(SLOW)]
-        out = self.run(argv, {"SHOAL_LB": lb, "SHOAL_POWER_MONITOR": "1"})
+        out = self.run(argv, {"SHOAL_LB": lb, "SHOAL_POWER_MONITOR": "1"},
+                       tcp=a.md_mpi == "tcp")
+        if out is None:
+            return None
         line = next(x for x in out.splitlines() if x.startswith("RESULT "))
         return dict(json.loads(line[len("RESULT "):]))
 
 
+def finish(job: subprocess.Popen, timeout: float) -> tuple[str | None, str]:
+    """Wait for an srun; after ``timeout`` s stop it (two SIGINTs: srun cancels the job
+    step) and return (None, its stderr)."""
+    try:
+        out, err = job.communicate(timeout=timeout)
+        return out, err
+    except subprocess.TimeoutExpired:
+        job.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        job.send_signal(signal.SIGINT)
+        try:
+            _, err = job.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            _, err = job.communicate()
+        return None, err
+
+
 def spread(values: list[float]) -> str:
+    if not values:
+        return "    hung (every run)"
     return f"{statistics.median(values):8.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
@@ -325,6 +373,16 @@ def series(times: list[float], width: int) -> str:
     """Mean ms per iteration in windows of ``width`` iterations."""
     t = np.array(times) * 1e3
     return " ".join(f"{t[k:k + width].mean():.0f}" for k in range(0, len(t), width))
+
+
+def keep(values: list[Any], value: Any) -> None:
+    """Add a run's figure, unless it hung (None)."""
+    if value is not None:
+        values.append(value)
+
+
+def med(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
 
 
 def figures(b: Bench, a: argparse.Namespace) -> dict[str, Any]:
@@ -338,15 +396,15 @@ def figures(b: Bench, a: argparse.Namespace) -> dict[str, Any]:
         if "a" in a.parts:
             for name, blocks in (("1 chare/PE", "2x2"), ("8 chares/PE", "8x4")):
                 say(f"[run {r + 1}/{a.runs}] (a) stencil2d {name} ({blocks} blocks)")
-                res["a"][name].append(b.stencil(blocks))
+                keep(res["a"][name], b.stencil(blocks))
         if "b" in a.parts:
             for lb in ("none", a.lb):
                 say(f"[run {r + 1}/{a.runs}] (b) interference, lb={lb}")
-                res["b"][lb].append(b.interference(lb))
+                keep(res["b"][lb], b.interference(lb))
         if "c" in a.parts:
             for name, (slow, lb) in c_variants.items():
                 say(f"[run {r + 1}/{a.runs}] (c) LeanMD {name}")
-                res["c"][name].append(b.leanmd(slow, lb))
+                keep(res["c"][name], b.leanmd(slow, lb))
     return res
 
 
@@ -359,7 +417,7 @@ def report(res: dict[str, Any], a: argparse.Namespace, setup: str) -> None:
         for name, values in ms.items():
             print(f"  {name:14} {spread(values)}   paper (4k x 4k, 32 VMs): "
                   f"{PAPER_A[name]:.0f} ms")
-        up = statistics.median(ms["1 chare/PE"]) / statistics.median(ms["8 chares/PE"])
+        up = med(ms["1 chare/PE"]) / med(ms["8 chares/PE"])
         print(f"  speed-up of over-decomposition {up:.2f}x   paper: 2.4x")
     if "b" in a.parts:
         print(f"\n(b) Fig. 16: Jacobi {a.n}x{a.n}, 8x4 blocks, {a.iters} iterations, a sync "
@@ -371,41 +429,47 @@ def report(res: dict[str, Any], a: argparse.Namespace, setup: str) -> None:
             before = [1e3 * x["before"] for x in runs]
             aft = [1e3 * x["after"] for x in runs]
             moved = [x["migrations"] for x in runs]
-            after[lb] = statistics.median(aft)
+            after[lb] = med(aft)
             print(f"  lb={lb:14} before {spread(before)}   after {spread(aft)}   "
-                  f"migrations {statistics.median(moved):.0f} ({min(moved)}-{max(moved)})")
+                  f"migrations {med(moved):.0f} ({min(moved, default=0)}-"
+                  f"{max(moved, default=0)})")
         print(f"  after the onset, none / {a.lb}: {after['none'] / after[a.lb]:.2f}x")
         width = max(1, a.iters // 20)
         print(f"  iteration times over the run (ms, mean of each {width} iterations; the "
               "run of median 'after'):")
         for lb, runs in res["b"].items():
+            if not runs:
+                continue
             mid = sorted(runs, key=lambda x: x["after"])[len(runs) // 2]
             print(f"    {lb:14} {series(mid['times'], width)}")
         print(f"  paper: {PAPER_16}")
     if "c" in a.parts:
         print(f"\n(c) Fig. 17: LeanMD {a.cells}^3 cells x {a.atoms} atoms (uniform), "
               f"{a.steps} steps, a sync point every {a.md_lb_every}; {SLOW_NODE} at "
-              f"{SLOW}x emulated speed (duty-cycled entry methods); ms per step, median "
-              f"(min-max) of {a.runs}")
-        med = {}
+              f"{SLOW}x emulated speed (duty-cycled entry methods); MPI "
+              f"{'over TCP' if a.md_mpi == 'tcp' else 'through shared memory (UCX defaults)'}"
+              f"; ms per step, median (min-max) of {a.runs}")
+        step = {}
         for name, runs in res["c"].items():
             ms = [x["ms_per_step"] for x in runs]
             moved = [x["migrations"] for x in runs]
-            med[name] = statistics.median(ms)
-            print(f"  {name:20} {spread(ms)}   migrations {statistics.median(moved):.0f}")
-        base = med["homogeneous, LB"]
+            step[name] = med(ms)
+            print(f"  {name:20} {spread(ms)}   migrations {med(moved):.0f}")
+        base = step["homogeneous, LB"]
         print(f"  against homogeneous with LB: slow node without LB "
-              f"{med['n4 at 0.7x, no LB'] / base:.2f}x, with LB "
-              f"{med['n4 at 0.7x, LB'] / base:.2f}x")
+              f"{step['n4 at 0.7x, no LB'] / base:.2f}x, with LB "
+              f"{step['n4 at 0.7x, LB'] / base:.2f}x")
         print(f"  paper: {PAPER_17}")
-    print("\nNote: 4 emulated nodes on 2 shared cores, not 32 VMs: the absolute times cannot "
+    print(f"\njobs that hung (killed after {a.timeout:g} s, left out): {res['hung']}")
+    print("Note: 4 emulated nodes on 2 shared cores, not 32 VMs: the absolute times cannot "
           "match the paper's; the form is what is compared.")
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--n", type=int, default=2048, help="stencil grid side, cells")
+    ap.add_argument("--n", type=int, default=4096, help="stencil grid side, cells (the "
+                    "paper's 4k x 4k)")
     ap.add_argument("--a-iters", type=int, default=60, help="iterations of (a)")
     ap.add_argument("--iters", type=int, default=200, help="iterations of (b)")
     ap.add_argument("--onset", type=int, default=100, help="(b): the hog starts after it")
@@ -419,6 +483,10 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=80, help="(c): LeanMD steps")
     ap.add_argument("--md-lb-every", type=int, default=10, help="(c): steps between sync "
                     "points")
+    ap.add_argument("--md-mpi", choices=("shm", "tcp"), default="shm",
+                    help="(c): MPI between nodes through shared memory (the wheel's UCX "
+                    "defaults; default) or over the links' TCP (OFI: LeanMD's many small "
+                    "messages ran at 160 ms per step there against 13, and some jobs hung)")
     ap.add_argument("--parts", default="abc", help="which figures: any of a, b, c")
     ap.add_argument("--rate", default="1Gbit", help="each node link's rate")
     ap.add_argument("--name", default="cloud", help="the emulated cluster's name (brought "
@@ -434,9 +502,12 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--slow-host", help=argparse.SUPPRESS)
     ap.add_argument("--freq", type=float, default=SLOW, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
-    if a.quick and not a.job:
-        a.runs, a.n, a.a_iters, a.iters, a.onset, a.settle, a.lb_every = 1, 512, 20, 60, 30, 10, 10
-        a.cells, a.atoms, a.steps, a.md_lb_every = 3, 40, 30, 10
+    if a.quick and not a.job:  # small sizes, where not given
+        quick = {"runs": 1, "n": 512, "a_iters": 20, "iters": 60, "onset": 30, "settle": 10,
+                 "lb_every": 10, "cells": 3, "atoms": 40, "steps": 30, "md_lb_every": 10}
+        for key, value in quick.items():
+            if getattr(a, key) == ap.get_default(key):
+                setattr(a, key, value)
     if not a.job and not 0 < a.onset < a.iters:
         ap.error("--onset must lie between 0 and --iters")
     if not set(a.parts) <= set("abc") or not a.parts:
@@ -455,6 +526,8 @@ def main(argv: list[str] | None = None) -> None:
     from shoal.units import parse_rate
 
     def stop(signum: int, _: Any) -> None:  # so that the cluster comes down (finally)
+        for sig in (signal.SIGTERM, signal.SIGHUP):  # once: not again while it comes down
+            signal.signal(sig, signal.SIG_IGN)
         raise SystemExit(f"cloud: stopped by signal {signum}")
 
     signal.signal(signal.SIGTERM, stop)
@@ -473,6 +546,7 @@ def main(argv: list[str] | None = None) -> None:
                  f"on this kernel: no added delay or loss); jobs srun -N {NODES} -n {NODES} "
                  f"--mpi=pmi2, MPI over TCP between nodes ({links}); load before: {before}")
         res = figures(b, a)
+        res["hung"] = b.hung
     finally:
         b.cluster.down()
         shutil.rmtree(b.shared, ignore_errors=True)
