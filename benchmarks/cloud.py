@@ -324,7 +324,10 @@ class Bench:
         moved, steps = (int(v) for v in
                         next(x for x in out.splitlines() if x.startswith("MOVED")).split()[1:])
         settle = min(a.settle, max(0, a.iters - a.onset - 1))
+        k = np.arange(len(times))
+        calm = (k % a.lb_every > 1) & (k >= a.onset + settle)  # not the 2 after a sync point
         return {"times": times.tolist(),
+                "after_between": float(np.mean(times[calm])) if calm.any() else float("nan"),
                 "before": float(np.mean(times[min(5, a.onset - 1):a.onset])),
                 "after": float(np.mean(times[a.onset + settle:])),
                 "migrations": moved, "lb_steps": steps, "hog": hog is not None}
@@ -430,9 +433,12 @@ def report(res: dict[str, Any], a: argparse.Namespace, setup: str) -> None:
             aft = [1e3 * x["after"] for x in runs]
             moved = [x["migrations"] for x in runs]
             after[lb] = med(aft)
+            calm = [1e3 * x["after_between"] for x in runs]
             print(f"  lb={lb:14} before {spread(before)}   after {spread(aft)}   "
                   f"migrations {med(moved):.0f} ({min(moved, default=0)}-"
                   f"{max(moved, default=0)})")
+            print(f"  {'':17} after, leaving out the 2 iterations at each sync point "
+                  f"(the LB steps' cost) {spread(calm)}")
         print(f"  after the onset, none / {a.lb}: {after['none'] / after[a.lb]:.2f}x")
         width = max(1, a.iters // 20)
         print(f"  iteration times over the run (ms, mean of each {width} iterations; the "
