@@ -1,4 +1,5 @@
-"""examples/stencil2d.py on 2 and 3 PEs equals a serial numpy Jacobi, bit for bit."""
+"""examples/stencil2d.py on 2, 3 and 4 PEs (square and RxC blocks) equals a serial numpy
+Jacobi, bit for bit."""
 
 import subprocess
 import sys
@@ -20,7 +21,7 @@ def serial(n: int, iters: int) -> np.ndarray:
     return u[1:-1, 1:-1]
 
 
-@pytest.mark.parametrize("ranks,blocks,check", [(2, 4, 1), (3, 3, 5)])
+@pytest.mark.parametrize("ranks,blocks,check", [(2, 4, 1), (3, 3, 5), (4, "8x4", 1)])
 def test_blocks_match_the_serial_solution(tmp_path, ranks, blocks, check):
     n, iters = 48, 40
     out = tmp_path / "grid.npy"
