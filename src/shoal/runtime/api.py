@@ -99,6 +99,7 @@ def _run_tolerant(comm: MPI.Intracomm, main: Callable[..., Any], args: tuple,
 
     comm.Set_errhandler(MPI.ERRORS_RETURN)
     first = True
+    failed: str | None = None  # the failure recovered from, for the live events
     while True:
         try:
             rt = Runtime(comm, opts)
@@ -109,10 +110,16 @@ def _run_tolerant(comm: MPI.Intracomm, main: Callable[..., Any], args: tuple,
             limit_threads(rt.nodes, rt.pe)
             arm_kills(rt.pe)
             first = False
+        if failed is not None:
+            rt.publisher.pending.append(("failure", {"pe": None, "detail": failed}))
+            rt.publisher.pending.append(("restart", {"pe": None, "detail": "recovered in "
+                                         f"the job on {rt.npes} PE(s)"}))
         try:
             rt.run(main, *args)
             return rt
-        except PeFailureError:
+        except PeFailureError as exc:
+            rt.publisher.abandon()
+            failed = str(exc)
             comm, restart = recover(comm, rt)
             opts = replace(opts, checkpoint=replace(opts.checkpoint, restart=restart))
             comm.Set_errhandler(MPI.ERRORS_RETURN)

@@ -142,6 +142,7 @@ class Transport:
         self._byte = MPI.BYTE
         self.bytes_sent = 0
         self.bytes_shared = 0  # of those, in blocks of the shared segment
+        self.bytes_received = 0  # envelopes and their buffers received by MPI
         lo = self.comm.allreduce(shm_bytes, op=MPI.MIN)
         if lo != self.comm.allreduce(shm_bytes, op=MPI.MAX):
             raise UsageError(f"shm_bytes must be the same on every PE (got {shm_bytes} here, "
@@ -394,6 +395,7 @@ class Transport:
             return None
         tag: int = self._get_tag()
         self.posted = False
+        self.bytes_received += status.Get_count(self._byte)
         if tag == PLAIN or not tag:
             try:  # (a pickle or a marshal ends where it ends: the rest of the inbox is ignored)
                 return _mloads(self._inbox) if tag else _loads(self._inbox)
@@ -413,9 +415,11 @@ class Transport:
         if msg is None:
             return None
         tag: int = self._get_tag()
+        count: int = status.Get_count(self._byte)
+        self.bytes_received += count
         if not tag:
             return msg.recv()  # mpi4py receives and unpickles in one compiled call
-        data = bytearray(status.Get_count(self._byte))
+        data = bytearray(count)
         msg.Recv(data)
         return self._decode(status.Get_source(), tag, data)
 
@@ -429,14 +433,17 @@ class Transport:
         if self.posted:
             if not self._test(status):
                 return None
-            got = (status.Get_source(), status.Get_tag(),
-                   self._inbox[:status.Get_count(self._byte)])
+            count: int = status.Get_count(self._byte)
+            self.bytes_received += count
+            got = (status.Get_source(), status.Get_tag(), self._inbox[:count])
             self._start()
             return got
         msg = self._improbe(self._any, self._anytag, status)
         if msg is None:
             return None
-        data = bytearray(status.Get_count(self._byte))
+        count = status.Get_count(self._byte)
+        self.bytes_received += count
+        data = bytearray(count)
         msg.Recv(data)
         return status.Get_source(), status.Get_tag(), data
 
@@ -464,6 +471,7 @@ class Transport:
                 bufs.append(self._receive(src))
             else:
                 assert arena is not None  # a sender names blocks only to a PE of its node
+                self.bytes_received += n
                 bufs.append(arena.view(src, ticket, off, n))
         if arena is not None and len(arena.held) > 64:
             arena.release()
@@ -473,7 +481,9 @@ class Transport:
         """The next out-of-band buffer from ``src`` by MPI."""
         status = self._status
         part = self._bufcomm.Mprobe(src, 0, status)
-        arr = self.pool.get(status.Get_count(self._byte))
+        count: int = status.Get_count(self._byte)
+        self.bytes_received += count
+        arr = self.pool.get(count)
         part.Recv(arr)
         return arr
 
