@@ -94,6 +94,9 @@ def supervise(nprocs: int, argv: list[str], env: dict[str, str], *, restarts: in
                 _say(f"resizing the job from {nprocs} to {resized['pes']} PEs")
                 nprocs = resized["pes"]
                 continue
+            if code:
+                _event(home, job, "failure", pe=None, detail=f"launch {launches} ended "
+                       f"with exit code {code}")
             if code == 0 or failures == restarts:
                 if code and restarts:
                     _say(f"the job failed (exit code {code}) and {restarts} restart(s) are "
@@ -101,8 +104,6 @@ def supervise(nprocs: int, argv: list[str], env: dict[str, str], *, restarts: in
                 return code
             failures += 1
             lost |= done.lost_hosts
-            _event(home, job, "failure", pe=None, detail=f"launch {launches} ended with exit "
-                   f"code {code}")
             nprocs = _relaunch(home, env, nprocs, shrink)
             away = f", without host(s) {', '.join(sorted(lost))}" if lost else ""
             _event(home, job, "restart", pe=None, detail=f"restart {failures} of {restarts} "

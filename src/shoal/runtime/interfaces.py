@@ -102,6 +102,7 @@ class Moving(Protocol):
 
     def request(self, slot: Slot, pe: int) -> None: ...
 
+    def subscribe(self, *parts: Residents) -> None: ...
 
 
 class Reducing(Saving, Protocol):

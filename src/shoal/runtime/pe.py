@@ -62,7 +62,6 @@ from shoal.runtime.nodes import NodeMap
 from shoal.runtime.point import ConsistentPoint
 from shoal.runtime.pool import Pool
 from shoal.runtime.power import Power
-from shoal.runtime.publish import OFF, Publisher
 from shoal.runtime.protocol import (
     BCAST_REQ,
     CALL,
@@ -87,6 +86,7 @@ from shoal.runtime.protocol import (
     handler_table,
 )
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
+from shoal.runtime.publish import OFF, Publisher
 from shoal.runtime.queue import Queue
 from shoal.runtime.recovery import PeFailureError, is_failure
 from shoal.runtime.trace import Tracer
@@ -164,8 +164,8 @@ class Runtime:
     # index) only up to 30 attributes: with all 44 in the dict, every self.x was a dict
     # lookup. Callgrind, runtime_percall's loops alone: receive and run 11,240 -> 10,381
     # instructions per message, local send 13,296 -> 12,587 (tests/runtime/test_hotpath.py
-    # keeps the dict within 30; ``control``, read once per iteration, is a slot only to
-    # keep it there).
+    # keeps the dict within 30; ``control``, read once per iteration, and ``publisher``, once
+    # per row of live data, are slots only to keep it there).
     __slots__ = (
         "__dict__",
         "colls",
@@ -183,6 +183,7 @@ class Runtime:
         "pe_out",
         "processed",
         "publish_at",
+        "publisher",
         "queue",
         "run_invoke",
         "running",

@@ -29,11 +29,9 @@ The supervisor (:mod:`shoal.supervise`) adds the failures and restarts of whole 
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shoal.files import append_line, open_append
