@@ -47,8 +47,8 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     it is an ``async def``. ``options`` are the runtime's settings
     (:data:`shoal.options.SETTINGS`: ``lb``, ``lb_period``, ``lb_dump``, ``lb_auto``,
     ``lb_machine``, ``lb_costs``, ``tune``, ``trace``, ``checkpoint_every``,
-    ``checkpoint_dir``, ``mtbf``, ``ft``, ``cpu_stats``, ``poll_spin``, ``poll_max``,
-    ``shm_bytes``, ``pool_bytes``); those not
+    ``checkpoint_dir``, ``mtbf``, ``ft``, ``cpu_stats``, ``live_period``, ``poll_spin``,
+    ``poll_max``, ``shm_bytes``, ``pool_bytes``); those not
     passed come from their environment variables (``SHOAL_LB``, ``SHOAL_TRACE``, ...,
     which ``shoal run --lb`` and friends set); under ``shoal run`` the automatic
     checkpoints go to the job directory's ``auto/`` by default. In library mode, pass the

@@ -17,9 +17,12 @@ into the next row.
 Who calls: the scheduler (:mod:`shoal.runtime.pe`) compares the clock it has just read with
 ``rt.publish_at`` at every drain of its queue and every idle turn (a float comparison; no
 timer, no clock read added to a message's path); a long entry method delays the row,
-whose ``dt`` then says so. The last row is written when the scheduler stops. Each line is
-written whole by one ``write`` on a file opened for appending; a file whose last line was
-cut (its PE killed) gets a newline first, so the rows after a restart stay readable.
+whose ``dt`` then says so. A row costs about 1 us per local element (the walk over their
+statistics): where that would exceed ``COST_SHARE`` (0.5%) of the PE's time, the next row
+comes later (tens of thousands of elements on a PE). The last row is written when the
+scheduler stops. Each line is written whole by one ``write`` on a file opened for
+appending; a file whose last line was cut (its PE killed) gets a newline first, so the rows
+after a restart stay readable.
 
 Events (PE 0): each balancing step when it ends (``after`` null), and once its result is
 measured at the next step a second line of the same ``step`` with ``after`` (the reader
@@ -32,6 +35,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from shoal.files import append_line, open_append
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
     from shoal.runtime.interfaces import Core
 
 OFF = float("inf")  # rt.publish_at when nothing is published
+COST_SHARE = 0.005  # the most of a PE's time its rows may take (the period stretches)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -145,12 +150,15 @@ class Publisher:
                "rss": rss(), "queue": len(rt.queue.fifo) + len(rt.queue.heap),
                "elements": sum(len(c.local) for c in rt.colls.values())}
         self._mark(now, idle)
-        rt.publish_at = now + self.period
         try:
             append_line(self.fd, row)
         except OSError:  # the directory went away (the job is ending): stop publishing
             rt.publish_at = OFF
             self._close_files()
+            return
+        # a row costs at most COST_SHARE of the PE's time: with very many elements the
+        # period stretches (the rows' dt says so)
+        rt.publish_at = now + max(self.period, (time.perf_counter() - now) / COST_SHARE)
 
     def _mark(self, now: float, idle: float) -> None:
         rt = self.rt
@@ -161,19 +169,18 @@ class Publisher:
 
     def _entries(self) -> dict[str, list[float]]:
         """Calls and seconds of each entry method since the last row; the baseline moves
-        on to now."""
+        on to now. (The hot loop of a row, about 1 us an element: summed per collection
+        by method name, the ``Class.method`` names made once per collection.)"""
         out, self.gone = self.gone, {}
-        base: dict[Slot, dict[str, list[float]]] = {}
-        old = self.base
+        base = self.base
+        seen = 0
         for coll in self.rt.colls.values():
-            cls = coll.cls.__name__
-            for slot in coll.local.values():
-                before = old.get(slot)
-                if before is None:
-                    before = {}
-                base[slot] = before
-                _delta(cls, slot.stats, before, out)
-        self.base = base
+            if coll.local:
+                seen += len(coll.local)
+                _add(coll.cls.__name__, _grown(coll.local.values(), base), out)
+        if len(base) > seen:  # elements deleted or collections destroyed: forget them
+            self.base = {slot: base[slot] for coll in self.rt.colls.values()
+                         for slot in coll.local.values() if slot in base}
         return out
 
     # ------------------------------------------------------------- elements coming and going
@@ -230,6 +237,46 @@ class Publisher:
                 "migrations": r.get("migrations"), "seconds": r.get("total_time")})
         except OSError:
             pass
+
+
+def _grown(slots: Iterable[Slot], base: dict[Slot, dict[str, list[float]]]
+           ) -> dict[str, list[float]]:
+    """What the statistics of ``slots`` grew by since ``base`` (moved on to them), summed
+    by method name."""
+    mine: dict[str, list[float]] = {}
+    for slot in slots:
+        before = base.get(slot)
+        if before is None:
+            before = base[slot] = {}
+        for name, st in slot.stats.items():
+            b = before.get(name)
+            if b is None:
+                calls, secs = st[0], st[1]
+                before[name] = [calls, secs]
+            else:
+                calls, secs = st[0] - b[0], st[1] - b[1]
+                if not (calls or secs):
+                    continue
+                b[0], b[1] = st[0], st[1]
+            acc = mine.get(name)
+            if acc is None:
+                mine[name] = [calls, secs]
+            else:
+                acc[0] += calls
+                acc[1] += secs
+    return mine
+
+
+def _add(cls: str, grown: dict[str, list[float]], out: dict[str, list[float]]) -> None:
+    """Add a collection's ``grown`` (by method) to ``out`` (by ``Class.method``)."""
+    for name, (calls, secs) in grown.items():
+        key = f"{cls}.{name}"
+        acc = out.get(key)
+        if acc is None:
+            out[key] = [int(calls), secs]
+        else:
+            acc[0] += int(calls)
+            acc[1] += secs
 
 
 def _copy(stats: dict[str, list[float]]) -> dict[str, list[float]]:
