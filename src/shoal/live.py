@@ -13,9 +13,10 @@ session that made it) in one place:
 
 A running job writes them into ``<jobdir>/live``; the supervisor registers it in the registry
 (``$SHOAL_STATE_DIR``, default ``~/.local/state/shoal``) as ``jobs/<id>/job.json``, whose
-``jobdir`` says where the files are. At the end of a job whose directory is removed (the
-node-local ``/tmp`` one, or the ``.shoal/job-*`` of a multi-node job) the supervisor moves
-the live files into ``jobs/<id>/`` for post mortem; a ``--jobdir`` of the user's keeps them.
+``jobdir`` says where the files are. At the end of the job the supervisor copies the live
+files into ``jobs/<id>/`` for post mortem: they outlive the job directory, which is removed
+(the node-local ``/tmp`` one, or the ``.shoal/job-*`` of a multi-node job); a ``--jobdir``
+of the user's keeps its own copy, until the next job run there.
 
 This module only reads (the writers are ``runtime/publish.py`` and ``supervise.py``), and
 imports nothing heavy: ``shoal top`` and the dashboard load it alone.
