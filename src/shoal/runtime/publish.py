@@ -9,7 +9,9 @@ messages and bytes sent and received, the RSS, the queue's length and the local 
 Nothing is measured twice: the seconds are the elements' own statistics (``slot.stats``,
 what :func:`shoal.stats` and the balancer read), the idle seconds the loop's
 (:meth:`Runtime.idle_seconds`, with the idle stretch in progress), the messages the
-quiescence counters (``created``/``processed``), the bytes the transport's. A row holds the
+quiescence counters (``created``/``processed``), the bytes the transport's (which counts
+the small envelopes it receives only while a PE publishes: ``Transport.counting``, an
+``MPI_Get_count`` each, about 740 instructions). A row holds the
 difference of each since the previous row: an element that arrives counts from its arrival
 (its statistics travel with it), one that leaves takes what it ran here since the last row
 into the next row.
@@ -102,6 +104,7 @@ class Publisher:
             self.event(kind, **fields)
         self.pending = []
         rt.migration.subscribe(self)
+        rt.net.counting = True  # every byte received counted (see Transport.bytes_received)
         for coll in rt.colls.values():
             for slot in coll.local.values():
                 self.base[slot] = _copy(slot.stats)
