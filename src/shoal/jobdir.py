@@ -29,8 +29,9 @@ file               written by    holds
                                  (PE 0, and the supervisor's failures and restarts)
 =================  ============  ===========================================================
 
-The live files are the one thing of a job directory kept after the job: when the directory
-is removed at the end they move to the registry (:meth:`JobDir.keep_live`).
+The live files are the one thing of a job directory kept after the job: at the end the
+supervisor copies them into the registry (:meth:`JobDir.keep_live`), then the directory, or
+what shoal wrote in a ``--jobdir`` of the user's, is removed.
 
 Every file is written whole under a temporary name and renamed (:func:`shoal.files.atomic`).
 """
@@ -183,6 +184,7 @@ class JobDir:
             (self.path / name).unlink(missing_ok=True)
         for name in (AUTO, RESIZE_DIR, PES):
             shutil.rmtree(self.path / name, ignore_errors=True)
+        shutil.rmtree(self.live, ignore_errors=True)  # (kept in the registry: keep_live)
 
     # ------------------------------------------------------------- live data
     @property
@@ -223,9 +225,8 @@ class JobDir:
             self.write_live_job({**job, "npes": pes, "hosts": hosts})
 
     def clear_live(self) -> None:
-        """The supervisor, before a new job in a directory given again (``--jobdir``): the
-        live files of the job before go (its registry entry keeps a copy, see
-        :meth:`keep_live`)."""
+        """The supervisor, before a new job: live files left in a ``--jobdir`` given again
+        (by a supervisor that was killed) go."""
         shutil.rmtree(self.live, ignore_errors=True)
 
     def keep_live(self, dest: Path) -> None:

@@ -15,8 +15,8 @@ A running job writes them into ``<jobdir>/live``; the supervisor registers it in
 (``$SHOAL_STATE_DIR``, default ``~/.local/state/shoal``) as ``jobs/<id>/job.json``, whose
 ``jobdir`` says where the files are. At the end of the job the supervisor copies the live
 files into ``jobs/<id>/`` for post mortem: they outlive the job directory, which is removed
-(the node-local ``/tmp`` one, or the ``.shoal/job-*`` of a multi-node job); a ``--jobdir``
-of the user's keeps its own copy, until the next job run there.
+(the node-local ``/tmp`` one, or the ``.shoal/job-*`` of a multi-node job; of a
+``--jobdir`` of the user's, what shoal wrote there).
 
 This module only reads (the writers are ``runtime/publish.py`` and ``supervise.py``), and
 imports nothing heavy: ``shoal top`` and the dashboard load it alone.
