@@ -19,14 +19,22 @@
   index does not tell checked code from unchecked). A kernel that indexes out of range
   raises IndexError instead of corrupting the heap: locality's undo log once wrote past
   its end and a PE died steps later in ``free(): invalid pointer`` in some parallel suites.
+- The registry of jobs (``SHOAL_STATE_DIR``, where every ``shoal run`` registers its live
+  data, :mod:`shoal.live`) is a temporary folder of the test process, removed at its end:
+  the tests' jobs stay out of the user's ``~/.local/state/shoal``.
 """
 
+import atexit
 import os
+import shutil
 import tempfile
 
 os.environ["NUMBA_BOUNDSCHECK"] = "1"
 os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(),
                                                    f"shoal-numba-checked-{os.getuid()}"))
+if "SHOAL_STATE_DIR" not in os.environ:
+    os.environ["SHOAL_STATE_DIR"] = tempfile.mkdtemp(prefix="shoal-test-state-")
+    atexit.register(shutil.rmtree, os.environ["SHOAL_STATE_DIR"], True)
 
 import pytest
 

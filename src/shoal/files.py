@@ -10,11 +10,13 @@ a file.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from shoal.errors import UsageError
 
@@ -126,6 +128,25 @@ def write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (see :func:`atomic`)."""
     with atomic(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def append_line(fd: int, value: dict[str, Any]) -> None:
+    """One JSON line, written whole by one call (the file is opened with O_APPEND)."""
+    os.write(fd, (json.dumps(value, separators=(",", ":")) + "\n").encode())
+
+
+def open_append(path: Path) -> int:
+    """``path`` opened for appending whole lines (its folder made); a last line without
+    its newline (a writer killed in the middle) is ended first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    size = os.fstat(fd).st_size
+    if size:
+        with open(path, "rb") as f:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                os.write(fd, b"\n")
+    return fd
 
 
 def _umask() -> int:

@@ -23,7 +23,15 @@ file               written by    holds
 ``auto/``          the PEs       ``--checkpoint-every`` checkpoints (default place)
 ``resize/``        the PEs       a resize's checkpoint when the job spans nodes (else in
                                  node-local ``/dev/shm``)
+``live/``          all           the job's live data (:mod:`shoal.live`): ``job.json``
+                                 (supervisor; PE 0 adds the PEs' hosts), ``pe-N.jsonl``
+                                 (PE N, :mod:`shoal.runtime.publish`), ``events.jsonl``
+                                 (PE 0, and the supervisor's failures and restarts)
 =================  ============  ===========================================================
+
+The live files are the one thing of a job directory kept after the job: at the end the
+supervisor copies them into the registry (:meth:`JobDir.keep_live`), then the directory, or
+what shoal wrote in a ``--jobdir`` of the user's, is removed.
 
 Every file is written whole under a temporary name and renamed (:func:`shoal.files.atomic`).
 """
@@ -176,6 +184,60 @@ class JobDir:
             (self.path / name).unlink(missing_ok=True)
         for name in (AUTO, RESIZE_DIR, PES):
             shutil.rmtree(self.path / name, ignore_errors=True)
+        shutil.rmtree(self.live, ignore_errors=True)  # (kept in the registry: keep_live)
+
+    # ------------------------------------------------------------- live data
+    @property
+    def live(self) -> Path:
+        """The folder of the job's live data (:mod:`shoal.live`)."""
+        from shoal.live import LIVE
+
+        return self.path / LIVE
+
+    @property
+    def live_job(self) -> Path:
+        from shoal.live import JOB as LIVE_JOB
+
+        return self.live / LIVE_JOB
+
+    @property
+    def live_events(self) -> Path:
+        from shoal.live import EVENTS
+
+        return self.live / EVENTS
+
+    def live_pe(self, pe: int) -> Path:
+        """PE ``pe``'s rows."""
+        from shoal.live import pe_file
+
+        return self.live / pe_file(pe)
+
+    def write_live_job(self, job: Mapping[str, Any]) -> None:
+        """The supervisor: the live ``job.json`` (written whole)."""
+        self.live.mkdir(parents=True, exist_ok=True)
+        write_text(self.live_job, json.dumps(dict(job)) + "\n")
+
+    def note_live_pes(self, pes: int, hosts: list[str]) -> None:
+        """PE 0 at start: the job runs on ``pes`` PEs on ``hosts`` (one a PE), in the live
+        ``job.json`` the supervisor wrote (if any)."""
+        job = read_json(self.live_job)
+        if job is not None:
+            self.write_live_job({**job, "npes": pes, "hosts": hosts})
+
+    def clear_live(self) -> None:
+        """The supervisor, before a new job: live files left in a ``--jobdir`` given again
+        (by a supervisor that was killed) go."""
+        shutil.rmtree(self.live, ignore_errors=True)
+
+    def keep_live(self, dest: Path) -> None:
+        """Copy the live files into ``dest`` (the job's registry entry: post mortem)."""
+        if not self.live.is_dir():
+            return
+        dest.mkdir(parents=True, exist_ok=True)
+        for file in self.live.iterdir():
+            if file.is_file():
+                shutil.copyfile(file, dest / (file.name + ".tmp"))
+                os.replace(dest / (file.name + ".tmp"), dest / file.name)
 
     # ------------------------------------------------------------- the PEs
     def note_pe(self, pe: int) -> None:

@@ -7,13 +7,16 @@ session that made it) in one place:
   supervisor's pid and host, the job directory, the publication period);
 - ``<live>/pe-N.jsonl``: one JSON object a line, one line per publication period of PE N
   (time per entry method, idle, overhead, messages and bytes, RSS, queue, elements);
-- ``<live>/events.jsonl``: PE 0's events (balancer steps, checkpoints, resizes, failures).
+- ``<live>/events.jsonl``: PE 0's events (balancer steps, checkpoints, resizes, failures);
+  a balancing step is appended when it ends (``after`` null) and again, same ``step``, once
+  the next step has measured its result: :func:`load` gives the two as one event.
 
 A running job writes them into ``<jobdir>/live``; the supervisor registers it in the registry
 (``$SHOAL_STATE_DIR``, default ``~/.local/state/shoal``) as ``jobs/<id>/job.json``, whose
-``jobdir`` says where the files are. At the end of a job whose directory is removed (the
-node-local ``/tmp`` one, or the ``.shoal/job-*`` of a multi-node job) the supervisor moves
-the live files into ``jobs/<id>/`` for post mortem; a ``--jobdir`` of the user's keeps them.
+``jobdir`` says where the files are. At the end of the job the supervisor copies the live
+files into ``jobs/<id>/`` for post mortem: they outlive the job directory, which is removed
+(the node-local ``/tmp`` one, or the ``.shoal/job-*`` of a multi-node job; of a
+``--jobdir`` of the user's, what shoal wrote there).
 
 This module only reads (the writers are ``runtime/publish.py`` and ``supervise.py``), and
 imports nothing heavy: ``shoal top`` and the dashboard load it alone.
@@ -202,9 +205,28 @@ def load(path: str | os.PathLike[str], since: float = 0.0) -> dict[str, Any]:
         rows = [r for r in read_lines(file) if _number(r.get("t")) > since]
         rows.sort(key=lambda r: _number(r.get("t")))
         pes[int(number)] = rows
-    events = [e for e in read_lines(folder / EVENTS) if _number(e.get("t")) > since]
+    events = [e for e in _merged(read_lines(folder / EVENTS)) if _number(e.get("t")) > since]
     events.sort(key=lambda e: _number(e.get("t")))
     return {"job": job, "pes": dict(sorted(pes.items())), "events": events}
+
+
+def _merged(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events, the lines of one balancing step as one (the writer appends a step when
+    it ends, and again once its result is measured: the later line's fields that are not
+    null complete the first, which keeps its time)."""
+    out: list[dict[str, Any]] = []
+    steps: dict[Any, dict[str, Any]] = {}
+    for e in events:
+        if e.get("kind") != "lb" or e.get("step") is None:
+            out.append(e)
+            continue
+        first = steps.get(e["step"])
+        if first is None:
+            steps[e["step"]] = first = dict(e)
+            out.append(first)
+        else:
+            first.update({k: v for k, v in e.items() if v is not None and k != "t"})
+    return out
 
 
 def _number(value: object) -> float:

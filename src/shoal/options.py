@@ -22,6 +22,8 @@ from shoal.errors import UsageError
 SHM_BYTES = 32 << 20  # shared memory per PE for large buffers to PEs of its node
 POOL_BYTES = 64 << 20  # the default bound of a PE's pool of receive buffers
 RESTART_ENV = "SHOAL_RESTART"
+LIVE_ENV = "SHOAL_LIVE_PERIOD"  # seconds between two rows of live data (0: none)
+LIVE_PERIOD = 0.5
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ SETTINGS = (
     Setting("restart", RESTART_ENV, "path", "checkpoint"),
     Setting("ft", "SHOAL_FT", "flag", "checkpoint"),
     Setting("trace", "SHOAL_TRACE", "path", "tracing"),
+    Setting("live_period", LIVE_ENV, "seconds", "tracing"),
     Setting("cpu_stats", "", "flag", "tracing"),
     Setting("instrument", "", "flag", "tracing"),
     Setting("poll_spin", "", "seconds", "transport"),
@@ -100,6 +103,8 @@ class Checkpointing:
 @dataclass(frozen=True)
 class Tracing:
     trace: str | None = None  # the Chrome-trace file of the run
+    # seconds between two rows of live data under shoal run (runtime.publish); 0: none
+    live_period: float = LIVE_PERIOD
     cpu_stats: bool = False  # CPU time per entry method too
     instrument: bool = True  # calls and time per element (the balancer's database)
 
@@ -173,6 +178,17 @@ def environment(**values: Any) -> dict[str, str]:
 
 
 NUMBERS = ("seconds", "celsius", "number")  # the kinds whose values are floats
+ZERO_OK = ("poll_spin", "live_period")  # the durations that may be 0 (live_period: off)
+
+
+def live_period(environ: Mapping[str, str]) -> float:
+    """The live-data period the ranks of ``environ`` will use (what ``shoal run`` writes
+    into the job's ``job.json``; 0: none)."""
+    s = BY_NAME["live_period"]
+    text = environ.get(s.env)
+    if not text:
+        return LIVE_PERIOD
+    return float(_checked(s, _parsed(s, text), s.env))
 
 
 def _parsed(s: Setting, text: str) -> Any:
@@ -200,9 +216,10 @@ def _checked(s: Setting, value: Any, where: str) -> Any:
         if value is None:
             return None
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number or not (value >= 0 if s.name == "poll_spin" else value > 0):
+        zero = s.name in ZERO_OK
+        if not number or not (value >= 0 if zero else value > 0):
             raise UsageError(f"{where} must be a number of seconds "
-                             f"{'>= 0' if s.name == 'poll_spin' else '> 0'}, not {value!r}")
+                             f"{'>= 0' if zero else '> 0'}, not {value!r}")
         return float(value)
     if s.kind in ("celsius", "number"):
         return _number(s, value, where)

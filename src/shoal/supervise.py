@@ -15,17 +15,34 @@ The job directory is also where ``shoal ctl`` resizes the job (issue 14, section
 :mod:`shoal.jobdir`): when a launch ends cleanly after writing ``resize.json``, the
 supervisor relaunches it at the size asked for, from the checkpoint the resize took; a
 resize does not count as a restart.
+
+Live data (:mod:`shoal.live`, issue 29): unless ``SHOAL_LIVE_PERIOD`` is 0, the supervisor
+writes the job's ``live/job.json`` (id, program, argv, PEs, start, state ``running``, its
+pid and host, the job directory, the period) and registers the job in the registry
+(``$SHOAL_STATE_DIR/jobs/<id>/job.json``); the PEs publish their rows
+(:mod:`shoal.runtime.publish`); the supervisor adds a ``failure`` event for each launch that
+failed and a ``restart`` event for each relaunch. At the end it sets ``state`` (``done`` or
+``failed``) and ``end``, and copies the live files into the registry entry, which keeps
+them once the job directory is removed (post mortem).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import sys
 import time
+import uuid
+from pathlib import Path
+from typing import Any
 
+from shoal import live
 from shoal.errors import UsageError
-from shoal.jobdir import JobDir
+from shoal.files import append_line, open_append, write_text
+from shoal.jobdir import JobDir, read_json
 from shoal.launch import ranks_share_this_host, run_ranks
-from shoal.options import RESTART_ENV
+from shoal.options import RESTART_ENV, live_period
 from shoal.rank import KILL_ENV
 from shoal.units import parse_duration
 
@@ -61,6 +78,8 @@ def supervise(nprocs: int, argv: list[str], env: dict[str, str], *, restarts: in
     _say(f"job directory {home.path} (shoal ctl {home.path} shrink|expand N resizes the job)")
     failures = launches = 0
     lost: set[str] = set()  # hosts whose PEs died
+    job = _register(home, argv, nprocs, env)
+    code = 1
     try:
         while True:
             launches += 1
@@ -75,6 +94,9 @@ def supervise(nprocs: int, argv: list[str], env: dict[str, str], *, restarts: in
                 _say(f"resizing the job from {nprocs} to {resized['pes']} PEs")
                 nprocs = resized["pes"]
                 continue
+            if code:
+                _event(home, job, "failure", pe=None, detail=f"launch {launches} ended "
+                       f"with exit code {code}")
             if code == 0 or failures == restarts:
                 if code and restarts:
                     _say(f"the job failed (exit code {code}) and {restarts} restart(s) are "
@@ -84,10 +106,76 @@ def supervise(nprocs: int, argv: list[str], env: dict[str, str], *, restarts: in
             lost |= done.lost_hosts
             nprocs = _relaunch(home, env, nprocs, shrink)
             away = f", without host(s) {', '.join(sorted(lost))}" if lost else ""
+            _event(home, job, "restart", pe=None, detail=f"restart {failures} of {restarts} "
+                   f"{_origin(env)} on {nprocs} PE(s){away}")
             _say(f"the job failed (exit code {code}); restart {failures} of {restarts} "
                  f"{_origin(env)} on {nprocs} PE(s){away}")
     finally:
+        _finish(home, job, code)
         home.remove(created)
+
+
+def _register(home: JobDir, argv: list[str], nprocs: int, env: dict[str, str]
+              ) -> dict[str, Any] | None:
+    """The job's live ``job.json`` and its registry entry (None: no live data, period 0,
+    or a registry that cannot be written, said on stderr)."""
+    period = live_period(env)
+    if not period:
+        return None
+    start = time.time()
+    ident = f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(start))}-{uuid.uuid4().hex[:6]}"
+    program = next((a for a in argv if not a.startswith("-")), argv[0] if argv else "")
+    job: dict[str, Any] = {
+        "id": ident, "name": os.path.basename(program), "argv": list(argv), "npes": nprocs,
+        "hosts": [], "start": start, "end": None, "state": live.RUNNING, "pid": os.getpid(),
+        "host": socket.gethostname(), "jobdir": str(home.path), "period": period}
+    entry = live.registry_dir(ident, env.get(live.STATE_ENV) or None)
+    try:
+        home.clear_live()
+        home.write_live_job(job)
+        entry.mkdir(parents=True, exist_ok=True)
+        _write_entry(entry, job)
+    except OSError as exc:
+        _say(f"no live data for this job ({exc})")
+        return None
+    job["registry"] = str(entry)
+    return job
+
+
+def _write_entry(entry: Path, job: dict[str, Any]) -> None:
+    """The registry's ``job.json`` of the job (written whole)."""
+    write_text(entry / live.JOB,
+               json.dumps({k: v for k, v in job.items() if k != "registry"}) + "\n")
+
+
+def _event(home: JobDir, job: dict[str, Any] | None, kind: str, **fields: Any) -> None:
+    """A launch's failure or a restart, in the job's events."""
+    if job is None:
+        return
+    try:
+        fd = open_append(home.live_events)
+        try:
+            append_line(fd, {"t": time.time(), "kind": kind, **fields})
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def _finish(home: JobDir, job: dict[str, Any] | None, code: int) -> None:
+    """The job ended with ``code``: its state and end in its live ``job.json``, and the
+    live files copied into its registry entry (they outlive the job directory)."""
+    if job is None:
+        return
+    now = read_json(home.live_job) or {k: v for k, v in job.items() if k != "registry"}
+    now.update(end=time.time(), state=live.DONE if code == 0 else live.FAILED)
+    entry = Path(job["registry"])
+    try:
+        home.write_live_job(now)
+        home.keep_live(entry)
+        _write_entry(entry, now)
+    except OSError as exc:
+        _say(f"the live data of job {job['id']} could not be kept in {entry} ({exc})")
 
 
 def _relaunch(home: JobDir, env: dict[str, str], nprocs: int, shrink: bool) -> int:

@@ -2,16 +2,19 @@
 with the utilisation of its live rows (within 5%), the load balancing step with its
 imbalance, and grows while the job runs (fetching only newer rows); the cluster page lists
 the gossip daemons of 127.0.0.x; off localhost the token is needed (403 without, 200 with);
-no request leaves the dashboard's origin. Screenshots go to pytest's tmp dir."""
+no request leaves the dashboard's origin; a real 2-PE job (busy_job.py) live, then post
+mortem, against its own shoal.stats(). Screenshots go to pytest's tmp dir."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from livefiles import row, write_job
@@ -21,6 +24,7 @@ from shoal import live
 from shoal.dashboard import data
 from shoal.errors import UsageError
 from shoal.gossip.control import request
+from shoal.options import LIVE_ENV
 
 pytest.importorskip("selenium", reason="selenium is not installed: pip install -e '.[dev]'")
 from selenium.webdriver.common.by import By
@@ -295,3 +299,52 @@ def test_off_localhost_the_page_needs_the_token(page, tmp_path, shots):
         page.save_screenshot(str(shots / "with-token.png"))
     finally:
         stop(srv)
+
+
+def test_a_real_job_live_then_post_mortem_agrees_with_its_stats(page, tmp_path, shots):
+    """A 2-PE job (PE 0 about 8 times as busy as PE 1) started with a short live period: its
+    page updates while it runs, and once it ended each PE's utilisation shown agrees within
+    5 points with what the job's own ``shoal.stats()`` measured (entry seconds over entry
+    plus idle seconds) and with the rows' utilisation."""
+    reg, out = tmp_path / "registry", tmp_path / "stats.json"
+    env = dict(os.environ, SHOAL_STATE_DIR=str(reg), **{LIVE_ENV: "0.25"})
+    job = Path(__file__).with_name("busy_job.py")
+    proc = subprocess.Popen([sys.executable, "-m", "shoal", "run", "-n", "2",
+                             "--timeout", "2min", str(job), str(out), "6"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    srv = serve(root=str(reg), gossip_dir=str(tmp_path / "none"))
+    try:
+        end = time.monotonic() + 60
+        while not (found := live.jobs(reg)) or not live.load(found[0]["path"])["pes"]:
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < end, "the job published nothing in 60 s"
+            time.sleep(0.2)
+        ident = found[0]["id"]
+        page.get(base(srv) + f"/job/{ident}")
+        ready(page)
+        assert datasets(page, "body")[0]["jobState"] == "running"
+        seen = int(datasets(page, "body")[0]["ready"])
+        WebDriverWait(page, 30, poll_frequency=0.2).until(
+            lambda d: int(datasets(d, "body")[0]["ready"]) >= seen + 2)  # live: it updates
+        page.save_screenshot(str(shots / "real-running.png"))
+        output, _ = proc.communicate(timeout=180)
+        assert proc.returncode == 0, output
+        WebDriverWait(page, 30, poll_frequency=0.2).until(
+            lambda d: datasets(d, "body")[0].get("jobState") in ("done", "failed"))
+        assert datasets(page, "body")[0]["jobState"] == "done"
+        stats = {s["pe"]: s for s in json.loads(out.read_text())["pes"]}
+        rows = live.load(live.jobs(reg)[0]["path"])["pes"]
+        shown = pes_shown(page)
+        assert sorted(shown) == [0, 1]
+        for pe, attrs in shown.items():
+            util = float(attrs["util"])
+            measured = stats[pe]["busy"] / (stats[pe]["busy"] + stats[pe]["idle"])
+            assert util == pytest.approx(live.utilisation(rows[pe]), abs=0.01), pe
+            assert abs(util - measured) <= 0.05, (pe, util, measured)
+        assert float(shown[0]["util"]) > 2 * float(shown[1]["util"])
+        page.save_screenshot(str(shots / "real-done.png"))
+    finally:
+        stop(srv)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)

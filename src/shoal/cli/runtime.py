@@ -61,6 +61,10 @@ import click
 @click.option("--trace", default=None, type=click.Path(dir_okay=False),
               help="Write the run's per-PE timeline to this file (Chrome trace format: "
                    "open it in Perfetto; shoal lb plot draws loads per iteration from it).")
+@click.option("--live-period", default=None, metavar="TIME",
+              help="Each PE publishes a row of live data (time per entry method, idle, "
+                   "messages, memory) this often into the job directory, for shoal "
+                   "dashboard (default 0.5s; 0 turns it off).")
 @click.option("--restart", default=None, type=click.Path(file_okay=False),
               help="Start from this checkpoint (a directory written by shoal.checkpoint), "
                    "on any -n; it is verified (sizes, sha256) first.")
@@ -98,7 +102,7 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
         tune: str | None, lb_dump: str | None, mtbf: str | None,
         power_threshold: str | None, power_room: str | None,
         power_every: str | None, power_spread: float | None, power_monitor: bool,
-        trace: str | None, restart: str | None,
+        trace: str | None, live_period: str | None, restart: str | None,
         restarts: int, shrink: bool, every: str | None, checkpoint_dir: str | None, ft: bool,
         kills: tuple[str, ...], jobdir: str | None, program: str,
         args: tuple[str, ...]) -> None:
@@ -108,7 +112,7 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     ./.shoal/ when the PEs span nodes (every PE must see it; --jobdir names another).
     Launching `python PROGRAM` directly (srun --mpi=pmi2, mpiexec) works too: the flags below
     are then the environment variables SHOAL_LB, SHOAL_LB_AUTO=1, SHOAL_LB_PERIOD,
-    SHOAL_LB_MACHINE, SHOAL_LB_DUMP, SHOAL_TUNE, SHOAL_TRACE, SHOAL_RESTART,
+    SHOAL_LB_MACHINE, SHOAL_LB_DUMP, SHOAL_TUNE, SHOAL_TRACE, SHOAL_LIVE_PERIOD, SHOAL_RESTART,
     SHOAL_CHECKPOINT_EVERY, SHOAL_MTBF, SHOAL_CHECKPOINT_DIR and SHOAL_POWER_THRESHOLD,
     _ROOM, _EVERY, _SPREAD, _MONITOR=1, or the keywords of shoal.start (lb=, trace=, ...;
     see shoal.options). Everything after PROGRAM is the program's (shoal run -n 2 prog.py
@@ -143,6 +147,7 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     power = _power_settings(power_threshold, power_room, power_every, power_spread,
                             power_monitor)
     seconds = None if every is None else parse_duration(every, "--checkpoint-every")
+    live = None if live_period is None else parse_duration(live_period, "--live-period")
     failures_apart = None if mtbf is None else parse_duration(mtbf, "--mtbf")
     if failures_apart is not None and seconds is None:
         from shoal.errors import UsageError
@@ -160,7 +165,8 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
     env = {**os.environ, **environment(
         lb=strategy, lb_auto=lb_auto, lb_machine=lb_machine, lb_costs=lb_costs,
         lb_period=period, tune=tune, mtbf=failures_apart,
-        lb_dump=lb_dump, trace=trace, restart=restart, checkpoint_every=seconds,
+        lb_dump=lb_dump, trace=trace, live_period=live, restart=restart,
+        checkpoint_every=seconds,
         checkpoint_dir=checkpoint_dir, **power)}
     if ft:
         from shoal.launch import ft_environment

@@ -47,8 +47,8 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     it is an ``async def``. ``options`` are the runtime's settings
     (:data:`shoal.options.SETTINGS`: ``lb``, ``lb_period``, ``lb_dump``, ``lb_auto``,
     ``lb_machine``, ``lb_costs``, ``tune``, ``trace``, ``checkpoint_every``,
-    ``checkpoint_dir``, ``mtbf``, ``ft``, ``cpu_stats``, ``poll_spin``, ``poll_max``,
-    ``shm_bytes``, ``pool_bytes``); those not
+    ``checkpoint_dir``, ``mtbf``, ``ft``, ``cpu_stats``, ``live_period``, ``poll_spin``,
+    ``poll_max``, ``shm_bytes``, ``pool_bytes``); those not
     passed come from their environment variables (``SHOAL_LB``, ``SHOAL_TRACE``, ...,
     which ``shoal run --lb`` and friends set); under ``shoal run`` the automatic
     checkpoints go to the job directory's ``auto/`` by default. In library mode, pass the
@@ -99,6 +99,7 @@ def _run_tolerant(comm: MPI.Intracomm, main: Callable[..., Any], args: tuple,
 
     comm.Set_errhandler(MPI.ERRORS_RETURN)
     first = True
+    failed: str | None = None  # the failure recovered from, for the live events
     while True:
         try:
             rt = Runtime(comm, opts)
@@ -109,10 +110,16 @@ def _run_tolerant(comm: MPI.Intracomm, main: Callable[..., Any], args: tuple,
             limit_threads(rt.nodes, rt.pe)
             arm_kills(rt.pe)
             first = False
+        if failed is not None:
+            rt.publisher.pending.append(("failure", {"pe": None, "detail": failed}))
+            rt.publisher.pending.append(("restart", {"pe": None, "detail": "recovered in "
+                                         f"the job on {rt.npes} PE(s)"}))
         try:
             rt.run(main, *args)
             return rt
-        except PeFailureError:
+        except PeFailureError as exc:
+            rt.publisher.abandon()
+            failed = str(exc)
             comm, restart = recover(comm, rt)
             opts = replace(opts, checkpoint=replace(opts.checkpoint, restart=restart))
             comm.Set_errhandler(MPI.ERRORS_RETURN)

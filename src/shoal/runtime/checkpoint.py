@@ -241,6 +241,8 @@ class Checkpoints:
         self.resize.done(root)
         seconds = time.perf_counter() - t0
         self._young(seconds)
+        rt.publisher.event("checkpoint", generation=gen, bytes=manifest["bytes"],
+                           seconds=seconds, path=str(root))
         return {"path": str(root), "generation": gen, "bytes": manifest["bytes"],
                 "elements": manifest["elements"], "seconds": seconds}
 
@@ -277,10 +279,13 @@ class Checkpoints:
                                   "previous one is kept)")
         for p in range(rt.npes):
             rt.send(p, (CKPT_COMMIT, gen))
-        return {"path": None, "generation": gen, "memory": True,
+        done = {"path": None, "generation": gen, "memory": True,
                 "bytes": main["bytes"] + sum(r["bytes"] for r in replies.values()),
                 "elements": sum(n for r in replies.values() for n, _ in r["colls"].values()),
                 "seconds": time.perf_counter() - t0}
+        rt.publisher.event("checkpoint", generation=gen, bytes=done["bytes"],
+                           seconds=done["seconds"], path=None)
+        return done
 
     def on_copy(self, env: tuple) -> None:
         """At a buddy: keep the copy of PE ``owner``'s images; tell PE 0 it is in place."""

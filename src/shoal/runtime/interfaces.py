@@ -102,6 +102,7 @@ class Moving(Protocol):
 
     def request(self, slot: Slot, pe: int) -> None: ...
 
+    def subscribe(self, *parts: Residents) -> None: ...
 
 
 class Reducing(Saving, Protocol):
@@ -180,6 +181,19 @@ class Balancing(Saving, Protocol):
 
 
 
+class Publishing(Protocol):
+    """The writer of live data (shoal.runtime.publish), as the others use it: PE 0's
+    events."""
+
+    def tick(self, now: float, idle_since: float) -> None: ...
+
+    def event(self, kind: str, **fields: Any) -> None: ...
+
+    def lb_step(self, record: dict[str, Any]) -> None: ...
+
+    def lb_measured(self) -> None: ...
+
+
 class Powered(Protocol):
     """The emulated power manager (shoal.runtime.power), as the others use it."""
 
@@ -239,6 +253,7 @@ class Core(Saving, Protocol):
     running: bool
     freq: float  # the emulated frequency (shoal.runtime.power)
     probe_at: float
+    publish_at: float  # when the next row of live data is due (shoal.runtime.publish)
     net: Transport
     queue: Queue
     nodes: NodeMap
@@ -276,6 +291,9 @@ class Core(Saving, Protocol):
 
     @property
     def power(self) -> Powered: ...
+
+    @property
+    def publisher(self) -> Publishing: ...
 
     @property
     def guards(self) -> Guarding: ...

@@ -86,6 +86,7 @@ from shoal.runtime.protocol import (
     handler_table,
 )
 from shoal.runtime.proxy import CollectionProxy, ElementProxy
+from shoal.runtime.publish import OFF, Publisher
 from shoal.runtime.queue import Queue
 from shoal.runtime.recovery import PeFailureError, is_failure
 from shoal.runtime.trace import Tracer
@@ -163,8 +164,8 @@ class Runtime:
     # index) only up to 30 attributes: with all 44 in the dict, every self.x was a dict
     # lookup. Callgrind, runtime_percall's loops alone: receive and run 11,240 -> 10,381
     # instructions per message, local send 13,296 -> 12,587 (tests/runtime/test_hotpath.py
-    # keeps the dict within 30; ``control``, read once per iteration, is a slot only to
-    # keep it there).
+    # keeps the dict within 30; ``control``, read once per iteration, and ``publisher``, once
+    # per row of live data, are slots only to keep it there).
     __slots__ = (
         "__dict__",
         "colls",
@@ -181,6 +182,8 @@ class Runtime:
         "pe_key",
         "pe_out",
         "processed",
+        "publish_at",
+        "publisher",
         "queue",
         "run_invoke",
         "running",
@@ -240,6 +243,9 @@ class Runtime:
         self.work_slot: Slot | None = None
         self.work_name: str | None = None
         self.probe_at = float("inf")  # PE 0: when the idle loop looks for a stuck main
+        # when the next row of live data is due (runtime.publish; OFF: never), compared with
+        # the clock the loop reads anyway, at each drain and idle turn
+        self.publish_at: float = OFF
         # queue entries: the bound methods the scheduler calls (compared by identity)
         self.run_invoke: Callable[[Slot, tuple], None] = self._run_invoke
         self.run_envelope: Callable[[tuple, None], None] = self._run_envelope
@@ -266,6 +272,7 @@ class Runtime:
         self.checkpoints = Checkpoints(self, options.checkpoint)
         self.aggregation = Aggregation(self)
         self.power = Power(self, options.power)
+        self.publisher = Publisher(self, options.tracing.live_period)
         self.handlers = handler_table(self)
 
     # ----------------------------------------------------------------- start and stop
@@ -281,10 +288,12 @@ class Runtime:
             self.checkpoints.start()
             self.balancer.start()
             self.power.start()
+            self.publisher.start()
             if self.pe == 0 and main is not None:
                 self.push(0, self._run_main, main, args)
             with collector.tuned():
                 self._serve()
+            self.publisher.close()
             self._finish()
         except BaseException as exc:
             if self.ft and is_failure(exc):
@@ -423,7 +432,10 @@ class Runtime:
         fifo, heap = queue.fifo, queue.heap  # (changed in place, never replaced)
         popleft = fifo.popleft  # (compiled, a call by name costs 170 instructions more)
         clock = _clock
-        until = clock() + TURN
+        now = clock()
+        if now >= self.publish_at:  # a row of live data is due (runtime.publish)
+            self.publisher.tick(now, 0.0)
+        until = now + TURN
         n = 0
         while n < 32 and (fifo or heap):
             if heap and (heap[0][0] < 0 or not fifo):
@@ -978,6 +990,8 @@ class _Idle:
         now = _clock()
         if not self.since:
             self.since = self.quiet = now
+        if now >= rt.publish_at:  # a row of live data is due, with this idle stretch
+            rt.publisher.tick(now, self.since)
         net = rt.net
         spin = net.bulk or now - self.since < SEND_SPIN
         sending = not net.reap(64 if spin else 1)

@@ -95,5 +95,6 @@ class Resize:
         if self.target is None or root != self.target:
             return
         assert self.home is not None and self.request is not None
+        self.rt.publisher.event("resize", **{"from": self.rt.npes, "to": self.request["pes"]})
         self.home.note_resized(self.request, root)
         self.rt.exit(resize=True)

@@ -425,6 +425,7 @@ class Balancer:
             db.save(self.dump / f"step-{step:04d}.npz")
         if self.history:  # the period since the last step measures its result
             self.history[-1]["after_measured"] = db.imbalance()
+            rt.publisher.lb_measured()
         if self.strategy is None:
             self.strategy = self._load(self.name)
         t = time.perf_counter()
@@ -517,6 +518,7 @@ class Balancer:
         self.record["total_time"] = total = time.perf_counter() - self.t0
         self.history.append(self.record)
         self._mark("lb step", total, self.record)
+        self.rt.publisher.lb_step(self.record)
         self.decision = None
         if self.meta is not None:
             self.meta.balanced(total)
