@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import sys
 import time
@@ -135,11 +136,28 @@ def _register(home: JobDir, argv: list[str], nprocs: int, env: dict[str, str]
         home.write_live_job(job)
         entry.mkdir(parents=True, exist_ok=True)
         _write_entry(entry, job)
+        _prune(entry.parent)
     except OSError as exc:
         _say(f"no live data for this job ({exc})")
         return None
     job["registry"] = str(entry)
     return job
+
+
+KEEP_ENDED = 200  # ended jobs the registry keeps (the oldest go when a job registers)
+
+
+def _prune(jobs: Path, keep: int = KEEP_ENDED) -> None:
+    """Remove the registry's oldest ended jobs beyond the ``keep`` most recent (their ids
+    begin with their start time, so names sort by age); running ones stay."""
+    try:
+        names = sorted(p.name for p in jobs.iterdir() if p.is_dir())
+    except OSError:
+        return
+    ended = [n for n in names
+             if (read_json(jobs / n / live.JOB) or {}).get("state") in (live.DONE, live.FAILED)]
+    for name in ended[:max(len(ended) - keep, 0)]:
+        shutil.rmtree(jobs / name, ignore_errors=True)
 
 
 def _write_entry(entry: Path, job: dict[str, Any]) -> None:

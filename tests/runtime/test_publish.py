@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shoal import live
 from shoal.files import append_line, open_append
@@ -210,3 +212,24 @@ def test_a_resize_is_an_event_and_the_job_runs_on_at_its_new_size(tmp_path):
     assert sum(1 for r in data["pes"][0] if r["t"] > at + 1) >= 5  # PE 0 goes on alone
     stats = json.loads(out.read_text())
     assert [s["pe"] for s in stats["pes"]] == [0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(states=st.lists(st.sampled_from([live.RUNNING, live.DONE, live.FAILED, None]),
+                       max_size=12),
+       keep=st.integers(0, 5))
+def test_the_registry_keeps_the_newest_ended_jobs_and_every_running_one(tmp_path_factory,
+                                                                          states, keep):
+    from shoal.supervise import _prune
+
+    jobs = tmp_path_factory.mktemp("jobs")
+    for k, state in enumerate(states):  # ids sort by start time, as the supervisor makes them
+        (jobs / f"2026112{k:02d}-000000-abcdef").mkdir()
+        if state is not None:  # (None: a folder without its job.json, left alone)
+            (jobs / f"2026112{k:02d}-000000-abcdef" / live.JOB).write_text(
+                json.dumps({"state": state}))
+    ended = [k for k, s in enumerate(states) if s in (live.DONE, live.FAILED)]
+    gone = set(ended[:max(len(ended) - keep, 0)])
+    _prune(jobs, keep)
+    left = sorted(p.name for p in jobs.iterdir())
+    assert left == [f"2026112{k:02d}-000000-abcdef" for k in range(len(states)) if k not in gone]
