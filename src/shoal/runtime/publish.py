@@ -273,13 +273,17 @@ def _grown(slots: Iterable[Slot], base: dict[Slot, dict[str, list[float]]]
 def _add(cls: str, grown: dict[str, list[float]], out: dict[str, list[float]]) -> None:
     """Add a collection's ``grown`` (by method) to ``out`` (by ``Class.method``)."""
     for name, (calls, secs) in grown.items():
-        key = f"{cls}.{name}"
-        acc = out.get(key)
-        if acc is None:
-            out[key] = [int(calls), secs]
-        else:
-            acc[0] += int(calls)
-            acc[1] += secs
+        _bump(out, f"{cls}.{name}", calls, secs)
+
+
+def _bump(out: dict[str, list[float]], key: str, calls: float, secs: float) -> None:
+    """``out[key]`` grows by ``calls`` calls and ``secs`` seconds."""
+    acc = out.get(key)
+    if acc is None:
+        out[key] = [int(calls), secs]
+    else:
+        acc[0] += int(calls)
+        acc[1] += secs
 
 
 def _copy(stats: dict[str, list[float]]) -> dict[str, list[float]]:
@@ -300,10 +304,4 @@ def _delta(cls: str, stats: dict[str, list[float]], before: dict[str, list[float
             if not (calls or secs):
                 continue
             b[0], b[1] = st[0], st[1]
-        key = f"{cls}.{name}"
-        acc = out.get(key)
-        if acc is None:
-            out[key] = [int(calls), secs]
-        else:
-            acc[0] += int(calls)
-            acc[1] += secs
+        _bump(out, f"{cls}.{name}", calls, secs)
