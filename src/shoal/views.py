@@ -99,7 +99,9 @@ def spread(starts: Any, ends: Any, amounts: Any, keys: Any, edges: Any,
     last = np.clip(np.searchsorted(edges, e, "left") - 1, 0, nbins - 1)
     last = np.maximum(last, first)
     one = first == last
-    np.add.at(out, (first[one], keys[one]), (e - s)[one] * density[one])
+    # (an interval within one bin adds the share of its amount it has there: a fraction
+    # of at most 1, where a density of a subnormal length would overflow to inf)
+    np.add.at(out, (first[one], keys[one]), amounts[one] * ((e - s)[one] / length[one]))
     many = ~one
     f, la, k, d = first[many], last[many], keys[many], density[many]
     np.add.at(out, (f, k), (edges[f + 1] - s[many]) * d)
