@@ -71,6 +71,19 @@ def _stack(values: Any, methods: list[str], shown: list[str]) -> list[Any]:
     return out
 
 
+def _layers(busy: Any, overhead: Any, whole: Any, methods: list[str], shown: list[str],
+            with_overhead: bool, np: Any) -> tuple[list[str], list[Any]]:
+    """The stacked layers of a panel, in percent of ``whole`` (per bin or per PE; 0 where
+    it is 0): the shown methods' ``busy``, then ``overhead`` when drawn."""
+    share = np.divide(busy, whole[:, None], out=np.zeros_like(busy),
+                      where=whole[:, None] > 0) * 100
+    layers = _stack(share, methods, shown)
+    if with_overhead:
+        layers.append(np.divide(overhead, whole, out=np.zeros_like(whole),
+                                where=whole > 0) * 100)
+    return shown + (["overhead"] if with_overhead else []), layers
+
+
 def draw(profile: Any, path: str, view: str, title: str | None) -> None:
     import matplotlib
 
@@ -105,14 +118,8 @@ def _time_panel(ax: Any, profile: Any, shown: list[str], colours: dict[str, Any]
                 with_overhead: bool, np: Any) -> None:
     scale, unit = _axis(float(profile.edges[-1]))
     edges = profile.edges * scale
-    cap = profile.capacity
-    share = np.divide(profile.busy, cap[:, None], out=np.zeros_like(profile.busy),
-                      where=cap[:, None] > 0) * 100
-    layers = _stack(share, profile.methods, shown)
-    if with_overhead:
-        layers.append(np.divide(profile.overhead, cap, out=np.zeros_like(cap),
-                                where=cap > 0) * 100)
-    names = shown + (["overhead"] if with_overhead else [])
+    names, layers = _layers(profile.busy, profile.overhead, profile.capacity, profile.methods,
+                            shown, with_overhead, np)
     base = np.zeros(len(edges) - 1)
     for name, layer in zip(names, layers, strict=True):
         ax.stairs(base + layer, edges, baseline=base, fill=True, color=colours[name], lw=0)
@@ -134,13 +141,8 @@ def _time_panel(ax: Any, profile: Any, shown: list[str], colours: dict[str, Any]
 def _usage_panel(ax: Any, profile: Any, shown: list[str], colours: dict[str, Any],
                  with_overhead: bool, np: Any) -> None:
     span = profile.pe_span
-    share = np.divide(profile.pe_busy, span[:, None], out=np.zeros_like(profile.pe_busy),
-                      where=span[:, None] > 0) * 100
-    layers = _stack(share, profile.methods, shown)
-    if with_overhead:
-        layers.append(np.divide(profile.pe_overhead, span, out=np.zeros_like(span),
-                                where=span > 0) * 100)
-    names = shown + (["overhead"] if with_overhead else [])
+    names, layers = _layers(profile.pe_busy, profile.pe_overhead, span, profile.methods, shown,
+                            with_overhead, np)
     x = np.arange(len(span))
     base = np.zeros(len(span))
     for name, layer in zip(names, layers, strict=True):
