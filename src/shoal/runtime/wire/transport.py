@@ -428,11 +428,7 @@ class Transport:
             if self.counting:
                 self.bytes_received += self._get_count()
             return msg.recv()  # mpi4py receives and unpickles in one compiled call
-        count: int = self._get_count()
-        self.bytes_received += count
-        data = bytearray(count)
-        msg.Recv(data)
-        return self._decode(status.Get_source(), tag, data)
+        return self._decode(status.Get_source(), tag, self._matched(msg, status))
 
     def _take(self) -> tuple[int, int, bytearray] | None:
         """An envelope as received (source, tag, bytes), or None: for a PE that waits for
@@ -452,11 +448,15 @@ class Transport:
         msg = self._improbe(self._any, self._anytag, status)
         if msg is None:
             return None
-        count = status.Get_count(self._byte)
+        return status.Get_source(), status.Get_tag(), self._matched(msg, status)
+
+    def _matched(self, msg: Any, status: Any) -> bytearray:
+        """The bytes of the message ``msg`` that ``MPI_Improbe`` matched (``status``)."""
+        count: int = status.Get_count(self._byte)
         self.bytes_received += count
         data = bytearray(count)
         msg.Recv(data)
-        return status.Get_source(), status.Get_tag(), data
+        return data
 
     def _decode(self, src: int, tag: int, data: Any) -> tuple[Any, ...]:
         """The envelope of a header received from ``src`` with ``tag``: its buffers follow
