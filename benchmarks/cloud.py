@@ -72,6 +72,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 STENCIL = ROOT / "examples" / "stencil2d.py"
 NODES = 4
+START_FAILED = "internal_Init_thread"
+"""In a job's stderr: the MPI library failed in MPI_Init (on this machine, its PMI-2 start)."""
 SLOW_NODE = "n4"
 SLOW = 0.7
 
@@ -234,6 +236,7 @@ class Bench:
         self.over_links = OVER_LINKS
         self.shared = Path(tempfile.mkdtemp(prefix="shoal-cloud-", dir="/var/tmp"))
         self.hung = 0  # jobs killed after --timeout
+        self.failed_starts = 0  # jobs started again after MPI_Init failed
 
     def env(self, extra: dict[str, str] | None = None, tcp: bool = True) -> dict[str, str]:
         """The jobs' environment: the cluster's Slurm, MPI over TCP between nodes (unless
@@ -251,7 +254,7 @@ class Bench:
     def run(self, argv: list[str], extra: dict[str, str] | None = None,
             tcp: bool = True) -> str | None:
         """Run a job; its stdout, or None if it hung (killed after ``--timeout``; tried
-        twice). Raises if it failed."""
+        twice). Raises if it failed (a job whose MPI_Init failed is started once more)."""
         for attempt in (1, 2):
             t0 = time.perf_counter()
             job = subprocess.Popen(self.srun(argv), stdout=subprocess.PIPE,
@@ -262,6 +265,12 @@ class Bench:
                 self.hung += 1
                 say(f"  HUNG after {self.a.timeout:g} s (attempt {attempt} of 2): "
                     f"{(err or '')[-300:]}")
+                continue
+            if job.returncode and attempt == 1 and START_FAILED in err:
+                # (the wheel's MPI_Init failed before the program ran: its PMI-2 exchange
+                # with slurmstepd, seen garbled once in CI under load; see emulated.py)
+                self.failed_starts += 1
+                say(f"  MPI_Init failed (attempt 1 of 2): {err[-300:]}")
                 continue
             if job.returncode:
                 raise RuntimeError(f"job failed ({job.returncode}): {' '.join(argv)}\n"
@@ -466,7 +475,8 @@ def report(res: dict[str, Any], a: argparse.Namespace, setup: str) -> None:
               f"{step['n4 at 0.7x, no LB'] / base:.2f}x, with LB "
               f"{step['n4 at 0.7x, LB'] / base:.2f}x")
         print(f"  paper: {PAPER_17}")
-    print(f"\njobs that hung (killed after {a.timeout:g} s, left out): {res['hung']}")
+    print(f"\njobs that hung (killed after {a.timeout:g} s, left out): {res['hung']}; "
+          f"started again after MPI_Init failed: {res['failed_starts']}")
     print("Note: 4 emulated nodes on 2 shared cores, not 32 VMs: the absolute times cannot "
           "match the paper's; the form is what is compared.")
 
@@ -553,6 +563,7 @@ def main(argv: list[str] | None = None) -> None:
                  f"--mpi=pmi2, MPI over TCP between nodes ({links}); load before: {before}")
         res = figures(b, a)
         res["hung"] = b.hung
+        res["failed_starts"] = b.failed_starts
     finally:
         b.cluster.down()
         shutil.rmtree(b.shared, ignore_errors=True)

