@@ -28,10 +28,8 @@ Every job is ``srun -N 4 -n 4 --ntasks-per-node=1 --mpi=pmi2``: one PE per node.
     duty-cycle, sleeping 3/7 of their time after they ran; ``power_monitor`` on, so the
     balancer knows the PE's speed exactly); no cgroup quota. With and without balancing
     (a sync point every ``--md-lb-every`` steps either way), and the homogeneous case:
-    ms per step. By default its MPI goes through shared memory (``--md-mpi shm``, the
-    wheel's UCX defaults), not the links: over OFI's TCP LeanMD's many small messages took
-    160 ms per step against 13 on 3^3 cells, and some jobs hung (every PE busy in its
-    scheduler, a message lost; not solved here). ``--md-mpi tcp`` runs it over the links.
+    ms per step. (Its jobs over the links hung on 4 of 5 starts until small envelopes
+    across nodes went by ``MPI_Isend``: see :mod:`shoal.runtime.wire.transport`.)
     The paper prints Fig. 17 without numbers: with heterogeneity-aware
     balancing LeanMD ran close to the homogeneous case.
 
@@ -238,27 +236,25 @@ class Bench:
         self.hung = 0  # jobs killed after --timeout
         self.failed_starts = 0  # jobs started again after MPI_Init failed
 
-    def env(self, extra: dict[str, str] | None = None, tcp: bool = True) -> dict[str, str]:
-        """The jobs' environment: the cluster's Slurm, MPI over TCP between nodes (unless
-        not ``tcp``: the wheel's defaults, UCX through shared memory), ``extra``."""
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The jobs' environment: the cluster's Slurm, MPI over TCP between nodes,
+        ``extra``."""
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("SLURM_", "SHOAL_", "UCX_", "PMI_", "FI_", "MPICH_"))
                or k == "SHOAL_PURE"}
-        return {**env, **self.cluster.env(), **(self.over_links if tcp else {}),
-                **(extra or {})}
+        return {**env, **self.cluster.env(), **self.over_links, **(extra or {})}
 
     def srun(self, argv: list[str]) -> list[str]:
         return ["srun", "-N", str(NODES), "-n", str(NODES), "--ntasks-per-node=1",
                 "--mpi=pmi2", "--kill-on-bad-exit=1", sys.executable, *argv]
 
-    def run(self, argv: list[str], extra: dict[str, str] | None = None,
-            tcp: bool = True) -> str | None:
+    def run(self, argv: list[str], extra: dict[str, str] | None = None) -> str | None:
         """Run a job; its stdout, or None if it hung (killed after ``--timeout``; tried
         twice). Raises if it failed (a job whose MPI_Init failed is started once more)."""
         for attempt in (1, 2):
             t0 = time.perf_counter()
             job = subprocess.Popen(self.srun(argv), stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True, env=self.env(extra, tcp),
+                                   stderr=subprocess.PIPE, text=True, env=self.env(extra),
                                    cwd=self.shared)
             out, err = finish(job, self.a.timeout)
             if out is None:
@@ -349,8 +345,7 @@ class Bench:
                 str(a.md_lb_every)]
         if slow:
             argv += ["--slow-host", SLOW_NODE, "--freq", str(SLOW)]
-        out = self.run(argv, {"SHOAL_LB": lb, "SHOAL_POWER_MONITOR": "1"},
-                       tcp=a.md_mpi == "tcp")
+        out = self.run(argv, {"SHOAL_LB": lb, "SHOAL_POWER_MONITOR": "1"})
         if out is None:
             return None
         line = next(x for x in out.splitlines() if x.startswith("RESULT "))
@@ -461,9 +456,8 @@ def report(res: dict[str, Any], a: argparse.Namespace, setup: str) -> None:
     if "c" in a.parts:
         print(f"\n(c) Fig. 17: LeanMD {a.cells}^3 cells x {a.atoms} atoms (uniform), "
               f"{a.steps} steps, a sync point every {a.md_lb_every}; {SLOW_NODE} at "
-              f"{SLOW}x emulated speed (duty-cycled entry methods); MPI "
-              f"{'over TCP' if a.md_mpi == 'tcp' else 'through shared memory (UCX defaults)'}"
-              f"; ms per step, median (min-max) of {a.runs}")
+              f"{SLOW}x emulated speed (duty-cycled entry methods); ms per step, median "
+              f"(min-max) of {a.runs}")
         step = {}
         for name, runs in res["c"].items():
             ms = [x["ms_per_step"] for x in runs]
@@ -499,10 +493,6 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=80, help="(c): LeanMD steps")
     ap.add_argument("--md-lb-every", type=int, default=10, help="(c): steps between sync "
                     "points")
-    ap.add_argument("--md-mpi", choices=("shm", "tcp"), default="shm",
-                    help="(c): MPI between nodes through shared memory (the wheel's UCX "
-                    "defaults; default) or over the links' TCP (OFI: LeanMD's many small "
-                    "messages ran at 160 ms per step there against 13, and some jobs hung)")
     ap.add_argument("--parts", default="abc", help="which figures: any of a, b, c")
     ap.add_argument("--rate", default="1Gbit", help="each node link's rate")
     ap.add_argument("--name", default="cloud", help="the emulated cluster's name (brought "

@@ -30,6 +30,7 @@ HELLO = ROOT / "examples" / "hello.py"
 HEAT = ROOT / "examples" / "checkpoint.py"
 AUTOCKPT = ROOT / "tests" / "runtime" / "jobs" / "autockpt.py"
 NODES_JOB = Path(__file__).resolve().parent / "nodes_job.py"
+FLOOD_JOB = Path(__file__).resolve().parent / "flood_job.py"
 SHOAL = [sys.executable, "-m", "shoal"]
 TIMEOUT = 120
 
@@ -129,6 +130,20 @@ def test_pes_know_their_hosts_and_the_balancer_the_nodes(cluster, shared):
         # one hop between the two nodes of a 2x2 torus: hop-bytes are the bytes between
         assert step["hop_bytes_before"] == step["node_bytes_before"]
         assert step["hop_bytes_after"] == step["node_bytes_after"]
+
+
+def test_pes_that_flood_each_other_over_tcp_get_every_message_in_order(cluster, shared):
+    """Over MPICH's OFI tcp provider a blocking MPI_Send of 1,000 bytes waits once 64 to a
+    rank are unreceived: PEs each sending 300 to every other from one entry method waited
+    in MPI_Send for good (LeanMD hung so) until small envelopes across nodes went by
+    MPI_Isend (shoal.runtime.wire.transport)."""
+    out = subprocess.run(["srun", "-N", "3", "-n", "3", "--mpi=pmi2", sys.executable,
+                          str(FLOOD_JOB), "300"], capture_output=True, text=True,
+                         env={**environment(cluster), **OVER_LINKS}, cwd=shared,
+                         timeout=TIMEOUT)
+    everyone = {0, 1, 2}
+    assert result(out) == [(pe, {other: (300, True) for other in everyone - {pe}})
+                           for pe in sorted(everyone)]
 
 
 def test_the_gossip_service_across_nodes_names_their_hosts(cluster, shared):

@@ -38,16 +38,22 @@ pickle as its first out-of-band buffer, whichever way the receiver receives; eve
 on the envelopes' communicator fits the posted receive, and the order of envelopes is the
 order of their headers, as before.
 
-An envelope of at most ``EAGER`` bytes goes by a blocking ``MPI_Send``: every MPI sends
-messages that small eagerly (the receiver buffers them whether or not a receive is posted),
-so the call returns after a copy, and it costs half of an ``MPI_Isend`` plus the bookkeeping
-of its request. Larger envelopes and out-of-band buffers go by ``MPI_Isend``; the transport
-keeps each request and the memory it reads until MPI reports it complete (``reap``). Every
-window's last envelope to a destination goes by ``MPI_Issend`` instead, which bounds what a
-sender has outstanding to a receiver (:mod:`shoal.runtime.wire.flow`). An envelope that
-finds its destination's windows full waits in the sender's backlog, sent in order as
-windows free (the sender goes on with its work meanwhile); the envelopes that arrive while
-a PE waits for a window (its backlog full) are handed out first by ``poll``.
+When every PE is on one node, an envelope of at most ``EAGER`` bytes goes by a blocking
+``MPI_Send``: MPI sends messages that small between the ranks of a node eagerly (the
+receiver buffers them whether or not a receive is posted), so the call returns after a copy,
+and it costs half of an ``MPI_Isend`` plus the bookkeeping of its request. Across nodes it
+goes by ``MPI_Isend`` like the larger ones: a network module need not buffer what nobody
+receives yet. MPICH's OFI ``tcp`` provider blocks a ``MPI_Send`` of 1,000 bytes once 64 sent
+to a rank are unreceived (plain mpi4py, 4 ranks on 4 emulated nodes, each sending to the
+others before receiving: stuck at 64 of 128 to each; with ``MPI_Isend`` all 1,024 went), and
+PEs that send to each other in a cycle then wait in ``MPI_Send`` for good: LeanMD hung so on
+4 of 5 starts over TCP. Larger envelopes and out-of-band buffers go by ``MPI_Isend``; the
+transport keeps each request and the memory it reads until MPI reports it complete
+(``reap``). Every window's last envelope to a destination goes by ``MPI_Issend`` instead,
+which bounds what a sender has outstanding to a receiver (:mod:`shoal.runtime.wire.flow`).
+An envelope that finds its destination's windows full waits in the sender's backlog, sent in
+order as windows free (the sender goes on with its work meanwhile); the envelopes that
+arrive while a PE waits for a window (its backlog full) are handed out first by ``poll``.
 """
 
 from __future__ import annotations
@@ -87,6 +93,7 @@ BULK: Final = 256 << 10  # bytes: a send this large moves only while its sender 
 PLAIN: Final = 1  # an envelope of plain values, by marshal (see the module doc)
 SHARED: Final = 32767  # the buffers are named in a trailer (MPI guarantees this tag)
 BIG: Final = 32766  # the pickle follows by MPI as a buffer, the header is its tag
+REQS: Final = 64  # sends in flight beyond which the completed ones are released (_release)
 RECV: Final = 65536  # bytes of the receive posted for the next envelope: larger pickles are BIG
 SHM_MIN: Final = 65536  # bytes: smaller buffers go by MPI even to a PE of this node (measured
 # crossover on 2 PEs: the copy into the segment and its bookkeeping cost more than they
@@ -130,12 +137,13 @@ class Transport:
         self._status = MPI.Status()
         self._reqs: list[MPI.Request] = []
         self._keep: list[bytes | memoryview] = []  # what the requests read
+        self._compact_at = REQS  # requests in flight beyond which completed ones are dropped
         self._oob: list[memoryview] = []
         self.pool = BufferPool(pool_bytes)  # buffers to receive into (see wire.pool)
         self._callback = self._out_of_band
         self._isend = self.comm.Isend
         self._issend = self.comm.Issend
-        self._bsend = self.comm.Send
+        self._bsend: Any = self.comm.Send  # (across nodes: _isend_small, see below)
         self._improbe = self.comm.improbe
         self._any = MPI.ANY_SOURCE
         self._anytag = MPI.ANY_TAG
@@ -180,6 +188,8 @@ class Transport:
         self.posted = self.posting
         if self.posting:
             self._start()
+        else:
+            self._bsend = self._isend_small
 
     def _out_of_band(self, buf: pickle.PickleBuffer) -> bool:
         raw = buf.raw()
@@ -266,7 +276,7 @@ class Transport:
             self._keep.append(raw)
             if raw.nbytes >= BULK:
                 self.bulk = True
-        if len(reqs) > 64:
+        if len(reqs) > self._compact_at:
             self._release()
 
     def _close_window(self, data: bytes, dest: int, tag: int, oob: list[memoryview]) -> bool:
@@ -294,6 +304,11 @@ class Transport:
         if len(data) >= BULK:
             self.bulk = True
         self._buffers(dest, oob)
+
+    def _isend_small(self, data: bytes, dest: int, tag: int) -> None:
+        """Across nodes, an envelope of at most ``EAGER`` bytes goes by ``MPI_Isend`` too
+        (see the module doc)."""
+        self._post(dest, data, tag, _NONE)
 
     def _defer(self, dest: int, data: bytes, tag: int, oob: list[memoryview],
                units: int) -> None:
@@ -385,7 +400,16 @@ class Transport:
                     reqs.clear()
                     self._keep.clear()
                     self.bulk = False
-                    break
+                    self._compact_at = REQS
+                    return
+            if len(reqs) > self._compact_at:  # a stream of sends, never all complete at
+                # once: drop those that are (a request and what it reads share an index),
+                # next when twice as many are in flight (a linear cost per send at most)
+                done = set(self._mpi.Request.Testsome(reqs) or ())
+                keep = self._keep
+                self._reqs = [r for i, r in enumerate(reqs) if i not in done]
+                self._keep = [k for i, k in enumerate(keep) if i not in done]
+                self._compact_at = max(REQS, 2 * len(self._reqs))
 
     def poll(self) -> tuple[Any, ...] | None:
         """One envelope that has arrived (those set aside while this PE waited for a
