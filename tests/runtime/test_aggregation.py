@@ -42,6 +42,16 @@ def test_every_delivered_item_is_a_call_in_the_statistics(options):
     assert run_ok("aggregation", 2, "booked", options=options)["booked"]["calls"] == 800
 
 
+def test_the_controller_tunes_the_buffer_size_on_every_pe():
+    """``--tune agg_buffer`` (issue 31 item 1): the controller measures the size in force
+    (1024, the default) and its neighbours, and the size it sets reaches every PE."""
+    got = run_ok("aggregation", 2, "tuned", options=("--tune", "agg_buffer"))["tuned"]
+    assert got["items"] == 8 * 200 * 60
+    assert got["measured"][0] == 1024 and len(set(got["measured"])) >= 2, got["measured"]
+    assert got["values"][0] == 1024 and got["values"][-1] == got["final"]
+    assert set(got["values"]) <= {16, 32, 64, 128, 256, 512, 1024, 2048, 4096}
+
+
 def test_mistakes_are_usage_errors_that_say_what_to_change():
     msgs = run_ok("aggregation", 2, "bad_input")["bad_input"]
     assert "no entry method 'tkae'" in msgs["method"]
@@ -223,6 +233,34 @@ def test_every_item_leaves_once_and_the_pe_never_holds_max_items(sends, cap, ext
     for (hop, env) in rt.sent:
         assert all(hops[chunk[1]] == hop for chunk in env[3])  # sent toward their PE
     assert all(d == index // 4 for d, index, _ in out)  # block map: 4 elements per PE
+
+
+@settings(max_examples=40, deadline=None)
+@given(hs.lists(hs.one_of(hs.tuples(hs.integers(0, 15), hs.integers()),
+                          hs.integers(1, 9)), max_size=200),
+       hs.integers(1, 8), hs.sampled_from([None, (2, 2)]))
+def test_resized_buffers_send_every_item_once_and_hold_at_most_their_size(ops, cap, mesh):
+    """The control point agg_buffer resizes a stream's buffers while it holds items (an int
+    in ``ops``: the new size; a pair: an item sent)."""
+    rt, st = stream(pe=1, npes=4, nelems=16, mesh=mesh, buffer_items=cap,
+                    max_items=3 * cap)
+    sent = []
+    for op in ops:
+        if isinstance(op, int):
+            st.resize(op)
+            assert st.cap == op and st.max_items == 3 * op
+        else:
+            st.send(op[0], op)
+            sent.append(op)
+        assert st.pending < st.max_items  # the PE never holds max_items
+        for hop in st.peers:  # nor a buffer its size
+            assert sum(len(st.bufs[d]) // 2 for d in st.via[hop]) == st.cap - st.room[hop]
+            assert st.room[hop] > 0
+        assert sum(len(b) // 2 for b in st.bufs) == st.pending
+    st.flush()
+    out = items_in(rt.sent)
+    assert sorted((k, it) for _, k, it in out) == sorted((i, (i, x)) for i, x in sent)
+    assert st.stats()["buffer_items"] == st.cap
 
 
 def test_deliveries_book_each_element_its_calls_and_time(monkeypatch):

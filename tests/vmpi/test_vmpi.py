@@ -65,7 +65,11 @@ def test_the_balancer_moves_ranks_at_migrate():
     """Ranks 0-2 (PE 0) do 4x the work of ranks 3-5 (PE 1); after comm.migrate() the
     balancer has split them over both PEs, and every rank's state and messages are right."""
     figures = run_check(2, "balance", "6", "--lb", "greedy")
-    assert figures["heavy_pes"] == [0, 1], figures
+    heavy = figures["heavy_pes"]
+    assert heavy[0] == [0], figures  # before the first step, all on PE 0
+    # split over both PEs after a step (greedy starts afresh at each of the 5 steps, on the
+    # times measured: a loaded machine once had them all on PE 1 at the last one)
+    assert [0, 1] in heavy[1:], figures
     assert figures["moved"], figures
 
 

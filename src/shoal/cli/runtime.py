@@ -37,8 +37,9 @@ import click
                    "between nodes). Default: 10 us a message, 1 ns a byte.")
 @click.option("--tune", default=None, metavar="POINT[,POINT]",
               help="Control points the runtime tunes while the job runs (PICS): lb_every "
-                   "(balance at every k-th AtSync point) and lb_period (seconds between "
-                   "periodic steps), chosen to lower the time per iteration; "
+                   "(balance at every k-th AtSync point), lb_period (seconds between "
+                   "periodic steps) and agg_buffer (items per aggregation buffer), chosen "
+                   "to lower the time per iteration; "
                    "shoal.control_history() has the decisions.")
 @click.option("--lb-dump", default=None, type=click.Path(file_okay=False),
               help="Write each balancing step's database into this directory "

@@ -56,6 +56,8 @@ import numpy as np
 from shoal.errors import UsageError
 from shoal.runtime.building import NotBuiltError
 from shoal.runtime.context import current
+from shoal.runtime.control import builtin
+from shoal.runtime.perpe import _agents
 from shoal.runtime.protocol import AGG, AGG_LOC
 from shoal.runtime.proxy import CollectionProxy, entry_methods, normalize
 from shoal.runtime.vmesh import mesh_shape, next_hops
@@ -113,7 +115,8 @@ class Aggregator:
         """This PE's side: the ``mesh``, its ``buffers`` (peers and itself), ``items`` that
         entered its buffers (sent here and passed on), ``messages`` it sent, ``forwarded``
         items (they arrived here for an element elsewhere and went on as messages), the most
-        items it held at once (``peak_items``), ``item_bytes`` (with a dtype) and
+        items it held at once (``peak_items``), ``buffer_items`` in force (``shoal run --tune
+        agg_buffer`` changes it), ``item_bytes`` (with a dtype) and
         ``bound_bytes``, the most item bytes its buffers can hold (``max_items`` plus one
         buffer)."""
         return self._stream.stats()
@@ -198,6 +201,7 @@ class Stream:
         npes = len(self.hop)
         self.bufs: list[list[Any]] = [[] for _ in range(npes)]
         self.relayed: dict[int, list[Chunk]] = {}
+        self.ratio = self.max_items / self.cap  # (kept when the buffers are resized)
         self.room = [self.cap] * npes  # per peer: items its buffer takes before it is sent
         self.left = self.max_items  # items the PE takes before the fullest buffer goes
         self.sent = [False] * npes  # per peer: sent since the last tick of the timer
@@ -213,6 +217,22 @@ class Stream:
     def pending(self) -> int:
         """Items in this PE's buffers."""
         return self.max_items - self.left
+
+    def resize(self, cap: int) -> None:
+        """Buffers of ``cap`` items from now on, and ``max_items`` in the same ratio to it as
+        given (the control point ``agg_buffer``); buffers fuller than that go now."""
+        grow = cap - self.cap
+        most = max(cap, round(cap * self.ratio))
+        self.left += most - self.max_items
+        self.cap, self.max_items = cap, most
+        room = self.room
+        for hop in self.peers:
+            room[hop] += grow
+        for hop in self.peers:
+            if room[hop] <= 0:
+                self.flush_peer(hop)
+        while self.left <= 0:
+            self.flush_peer(min(self.peers, key=room.__getitem__))
 
     # ----------------------------------------------------------------- sending
     def send(self, index: Any, item: Any) -> None:
@@ -519,7 +539,7 @@ class Stream:
         """See :meth:`Aggregator.stats`."""
         size = None if self.dtype is None else self.dtype.itemsize
         bound = None if size is None else (self.max_items + self.cap) * size
-        return {"mesh": self.shape, "buffers": len(self.peers),
+        return {"mesh": self.shape, "buffers": len(self.peers), "buffer_items": self.cap,
                 "items": self.flushed + self.pending, "messages": self.messages,
                 "forwarded": self.forwarded,
                 "peak_items": max(self.peak, self.pending), "item_bytes": size,
@@ -532,16 +552,32 @@ _NOBODY = object()  # no element's run of items is going on
 class Aggregation:
     """The aggregation manager of one PE: the streams of every aggregator used here."""
 
-    def __init__(self, rt: Core):
+    def __init__(self, rt: Core, tune: bool = False):
         self.rt = rt
         self.streams: dict[int, Stream] = {}
+        self.tune = tune  # the root's controller tunes agg_buffer (runtime.control)
+        self.cap: int | None = None  # the items of every buffer, when the controller set it
+
+    def start(self) -> None:
+        """Once the scheduler runs: at the root, the control point ``agg_buffer`` if asked
+        for (it starts at 1024 items, the aggregators' default)."""
+        if self.tune and self.rt.pe == 0:
+            self.rt.control.register(builtin("agg_buffer", _resize_everywhere, 1024))
 
     def stream(self, spec: Spec) -> Stream:
         """This PE's stream of the aggregator ``spec`` (made the first time)."""
         st = self.streams.get(spec[0])
         if st is None:
             st = self.streams[spec[0]] = Stream(self.rt, spec)
+            if self.cap is not None:
+                st.resize(self.cap)
         return st
+
+    def resize(self, cap: int) -> None:
+        """Every stream's buffers hold ``cap`` items from now on, those made later too."""
+        self.cap = cap
+        for st in self.streams.values():
+            st.resize(cap)
 
     def counts(self) -> tuple[int, int]:
         """Items that entered this PE's buffers and items that left them (quiescence: the
@@ -573,3 +609,12 @@ class Aggregation:
         st = self.streams.get(aid)
         if st is not None:
             st.relocate(key, pe)
+
+
+def _resize(cap: int) -> None:
+    current().aggregation.resize(cap)
+
+
+def _resize_everywhere(cap: int) -> None:
+    """The knob of ``agg_buffer``: every PE's buffers resized (by the PEs' agents)."""
+    _agents().run(_resize, (cap,), {})

@@ -8,8 +8,11 @@ A **control point** is a named parameter with an ordered list of candidate value
 force, and a note of its expected effect. A program registers its own in ``main``
 (``shoal.control_point(name, values, default)``) and reads ``point.value`` where it uses it;
 the runtime has built-in ones that ``shoal run --tune`` switches on (:data:`BUILTIN`):
-``lb_every`` (balance at every k-th AtSync point; Charm++'s ``+LBPeriod``) and
-``lb_period`` (the seconds between periodic balancing steps). The checkpoint period is set
+``lb_every`` (balance at every k-th AtSync point; Charm++'s ``+LBPeriod``),
+``lb_period`` (the seconds between periodic balancing steps) and ``agg_buffer`` (the items
+every aggregation buffer holds before it is sent, TRAM's buffer size: the root tells every
+PE, whose aggregators resize their buffers; :mod:`shoal.runtime.aggregation`). The
+checkpoint period is set
 by a rule rather than by search: with ``--mtbf`` the period follows Young's optimum
 ``sqrt(2 C M)`` for the measured checkpoint cost ``C`` and the mean time between failures
 ``M`` (:func:`young`): time per iteration alone would always prefer no checkpoints.
@@ -57,6 +60,9 @@ BUILTIN: dict[str, tuple[tuple[Any, ...], str]] = {
                  "imbalance grow between them"),
     "lb_period": ((0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0),
                   "seconds between periodic balancing steps: the same trade"),
+    "agg_buffer": ((16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
+                   "items an aggregation buffer holds before it is sent: larger buffers send "
+                   "fewer messages and hold items longer"),
 }
 
 
@@ -295,7 +301,7 @@ def builtin(name: str, apply: Callable[[Any], None], start: Any) -> ControlPoint
     made = point(name, values, nearest, effect, apply)
     if name == "lb_every":
         made.cycle = lambda value, per_iteration: int(value)
-    else:  # lb_period: the iterations of one period
+    elif name == "lb_period":  # the iterations of one period
         made.cycle = lambda value, per_iteration: max(
             1, math.ceil(value / per_iteration) if per_iteration > 0 else 1)
     if nearest != start:

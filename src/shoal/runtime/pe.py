@@ -44,6 +44,7 @@ from shoal.options import Options
 from shoal.rank import abort_job
 from shoal.runtime import collector
 from shoal.runtime.aggregation import Aggregation
+from shoal.runtime.control import parse_tune
 from shoal.runtime.checkpoint import Checkpoints
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.collectives.broadcast import Broadcasts
@@ -270,7 +271,7 @@ class Runtime:
         self.migration.subscribe(self.location, self.reductions)
         self.migration.step_arrived = self.balancer.arrived
         self.checkpoints = Checkpoints(self, options.checkpoint)
-        self.aggregation = Aggregation(self)
+        self.aggregation = Aggregation(self, "agg_buffer" in parse_tune(options.balancing.tune))
         self.power = Power(self, options.power)
         self.publisher = Publisher(self, options.tracing.live_period)
         self.handlers = handler_table(self)
@@ -288,6 +289,7 @@ class Runtime:
             self.checkpoints.start()
             self.balancer.start()
             self.power.start()
+            self.aggregation.start()
             self.publisher.start()
             if self.pe == 0 and main is not None:
                 self.push(0, self._run_main, main, args)

@@ -325,6 +325,35 @@ async def bad_input():
     return msgs
 
 
+async def tuned():
+    """Under ``--tune agg_buffer``: 60 iterations of blasts ended by quiescence, main
+    calling ``shoal.iteration()`` after each; the controller measured several buffer sizes,
+    every PE's aggregator has the size in force at the end, and every item ran once."""
+    p = shoal.num_pes()
+    nelems, n, iters = 4 * p, 200, 60
+    arr = shoal.Array(Sink, nelems)
+    agg = shoal.Aggregator(arr, "take", item_dtype=DT, mesh=MESH)
+    for it in range(iters):
+        for i in range(nelems):
+            arr[i].blast(agg, n, nelems, False, it)
+        await shoal.quiescence()
+        await shoal.iteration()
+    await shoal.quiescence()  # (the last size the controller set has reached every PE)
+    got = await received(arr)
+    want = Counter()
+    for it in range(iters):
+        want.update(expected(nelems, n, it))
+    assert got == want, "items lost or duplicated"
+    history = shoal.control_history()
+    final = history["points"]["agg_buffer"]
+    assert {s["buffer_items"] for s in await stats_of(agg)} == {final}
+    measured = [d["value"] for d in history["decisions"]
+                if d["decision"] == "measured" and d["point"] == "agg_buffer"]
+    values = [row["agg_buffer"] for row in history["iterations"]]
+    return {"final": final, "measured": measured, "values": values,
+            "items": sum(got.values())}
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (exactly_once_dtype, exactly_once_pickled, migration,
-                                  quiescence_waits, timer_flush, booked, bad_input)})
+                                  quiescence_waits, timer_flush, booked, bad_input, tuned)})

@@ -145,7 +145,7 @@ class Balancer:
         self.period = period
         # the built-in control points to tune (runtime.control), and their knobs: balance
         # at every ``every``-th AtSync point (``since``: points since the last step)
-        self.tune = parse_tune(options.tune)
+        self.tune = tuple(n for n in parse_tune(options.tune) if n.startswith("lb_"))
         if self.tune and self.off:
             raise UsageError("tune: lb=none never balances; give a strategy (or none of "
                              "tune) to tune balancing")
