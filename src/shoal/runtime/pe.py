@@ -44,7 +44,6 @@ from shoal.options import Options
 from shoal.rank import abort_job
 from shoal.runtime import collector
 from shoal.runtime.aggregation import Aggregation
-from shoal.runtime.control import parse_tune
 from shoal.runtime.checkpoint import Checkpoints
 from shoal.runtime.collection import Collection, Slot
 from shoal.runtime.collectives.broadcast import Broadcasts
@@ -52,7 +51,7 @@ from shoal.runtime.collectives.quiescence import Quiescence
 from shoal.runtime.collectives.reduction import Reductions
 from shoal.runtime.collectives.section import Sections
 from shoal.runtime.context import set_current
-from shoal.runtime.control import Controller
+from shoal.runtime.control import Controller, parse_tune
 from shoal.runtime.failure import Failure
 from shoal.runtime.futures import Future, Gather, Task
 from shoal.runtime.guards import GuardError, Guards
