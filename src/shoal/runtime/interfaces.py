@@ -215,6 +215,8 @@ class Aggregating(Protocol):
 
     def counts(self) -> tuple[int, int]: ...
 
+    def resize(self, cap: int) -> None: ...
+
 
 class Guarding(Protocol):
     """Guarded methods and waits, as the others use them."""
