@@ -60,6 +60,17 @@ SRUN = ("--mpi=pmi2", "--kill-on-bad-exit=1")
 srun silently starts N jobs of one rank each), and the step ends when one task fails."""
 _KILLED = re.compile(r"srun: error: (\S+): tasks? [\d,-]+: Killed")
 _NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
+PMI_GARBLED = "mpi/pmi2: value not properly terminated in client request"
+"""What slurmstepd says when the wheel's MPICH sends it a PMI line longer than the 1,024
+bytes it reads at a time. MPICH splits a long value (the UCX addresses it gathers at
+``MPI_Init``) into segments whose *value* fits 1,024 bytes, not the whole ``cmd=put
+kvsname=... key=... value=...`` line: a segment whose hex (with runs of zeros
+abbreviated, so its length depends on the address's bytes) comes to more than about 960
+characters makes a line of 1,025 or more; slurmstepd parses the first 1,024 bytes as one
+request and the rest as another, and every rank fails in ``MPI_Init``. Seen on the
+emulated cluster for one program and command line in every start (the line of segment 5
+of 9 was 1,029 bytes), never for others. :func:`run_ranks` then starts the job again with
+MPICH's own launcher in the allocation, whose PMI server reads whole lines."""
 
 
 def mpiexec(environ: dict[str, str] | None = None) -> list[str]:
@@ -171,7 +182,18 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
                 deaths.stop()
     done = Launched(cmd, code)
     if code and errors is not None:
-        done.lost_hosts = lost_hosts(errors.tail())
+        said = errors.tail()
+        hydra = Path(sys.executable).parent / "mpiexec"
+        if PMI_GARBLED in said and hydra.exists():
+            sys.stderr.write("shoal: the MPI library failed to start under srun (slurmstepd "
+                             "got a PMI line longer than it reads, a known limit of srun "
+                             "--mpi=pmi2 with the wheel's MPICH); starting the job again "
+                             "with MPICH's own launcher inside the allocation\n")
+            sys.stderr.flush()
+            again = [str(hydra)] if hosts is None else [str(hydra), "-hosts", _counted(hosts)]
+            return run_ranks(nprocs, argv, timeout, {**env, LAUNCHER_ENV: shlex.join(again)},
+                             exclude, name)
+        done.lost_hosts = lost_hosts(said)
     if code:
         said = killed_rank(relay.tail(), None if deaths is None else deaths.first(), home,
                            name)
@@ -179,6 +201,15 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
             sys.stderr.write(f"shoal: {said}\n")
             sys.stderr.flush()
     return done
+
+
+def _counted(hosts: list[str]) -> str:
+    """Hydra's ``-hosts`` for ranks placed on ``hosts`` (one entry per rank, a node's ranks
+    together): ``n1:2,n2:2``."""
+    counts: dict[str, int] = {}
+    for host in hosts:
+        counts[host] = counts.get(host, 0) + 1
+    return ",".join(f"{host}:{n}" for host, n in counts.items())
 
 
 def lost_hosts(said: str) -> frozenset[str]:
