@@ -95,7 +95,9 @@ import click
 @click.option("--jobdir", default=None, type=click.Path(),
               help="The job directory, where shoal ctl finds the job (default: a new one "
                    "in /tmp, or under ./.shoal/ when the PEs span nodes; printed at start "
-                   "and removed at the end). Every PE must see it.")
+                   "and removed at the end; in a DIR given here, what shoal wrote goes at "
+                   "the end, your own files stay). Every PE must see it. The live data "
+                   "outlives it in the registry ($SHOAL_STATE_DIR/jobs/ID).")
 @click.argument("program", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
