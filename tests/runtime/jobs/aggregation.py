@@ -325,19 +325,27 @@ async def bad_input():
     return msgs
 
 
+def _measured():
+    return [d["value"] for d in shoal.control_history()["decisions"]
+            if d["decision"] == "measured" and d["point"] == "agg_buffer"]
+
+
 async def tuned():
-    """Under ``--tune agg_buffer``: 60 iterations of blasts ended by quiescence, main
-    calling ``shoal.iteration()`` after each; the controller measured several buffer sizes,
-    every PE's aggregator has the size in force at the end, and every item ran once."""
+    """Under ``--tune agg_buffer``: iterations of blasts ended by quiescence, main calling
+    ``shoal.iteration()`` after each, until the controller has measured two buffer sizes
+    (a loaded machine grows its windows: at most 400 iterations); every PE's aggregator has
+    the size in force at the end, and every item ran once."""
     p = shoal.num_pes()
-    nelems, n, iters = 4 * p, 200, 60
+    nelems, n = 4 * p, 200
     arr = shoal.Array(Sink, nelems)
     agg = shoal.Aggregator(arr, "take", item_dtype=DT, mesh=MESH)
-    for it in range(iters):
+    iters = 0
+    while len(set(_measured())) < 2 and iters < 400:
         for i in range(nelems):
-            arr[i].blast(agg, n, nelems, False, it)
+            arr[i].blast(agg, n, nelems, False, iters)
         await shoal.quiescence()
         await shoal.iteration()
+        iters += 1
     await shoal.quiescence()  # (the last size the controller set has reached every PE)
     got = await received(arr)
     want = Counter()
@@ -347,11 +355,10 @@ async def tuned():
     history = shoal.control_history()
     final = history["points"]["agg_buffer"]
     assert {s["buffer_items"] for s in await stats_of(agg)} == {final}
-    measured = [d["value"] for d in history["decisions"]
-                if d["decision"] == "measured" and d["point"] == "agg_buffer"]
+    measured = _measured()
     values = [row["agg_buffer"] for row in history["iterations"]]
     return {"final": final, "measured": measured, "values": values,
-            "items": sum(got.values())}
+            "items": sum(got.values()), "iterations": iters}
 
 
 if __name__ == "__main__":
