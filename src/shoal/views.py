@@ -93,7 +93,6 @@ def spread(starts: Any, ends: Any, amounts: Any, keys: Any, edges: Any,
                                                               length))
     if starts.size == 0:
         return out
-    density = amounts / length
     s, e = np.maximum(starts, lo), np.minimum(ends, hi)
     first = np.clip(np.searchsorted(edges, s, "right") - 1, 0, nbins - 1)
     last = np.clip(np.searchsorted(edges, e, "left") - 1, 0, nbins - 1)
@@ -102,8 +101,9 @@ def spread(starts: Any, ends: Any, amounts: Any, keys: Any, edges: Any,
     # (an interval within one bin adds the share of its amount it has there: a fraction
     # of at most 1, where a density of a subnormal length would overflow to inf)
     np.add.at(out, (first[one], keys[one]), amounts[one] * ((e - s)[one] / length[one]))
-    many = ~one
-    f, la, k, d = first[many], last[many], keys[many], density[many]
+    many = ~one  # (these span two bins or more: a length of at least a bin's edge gap)
+    f, la, k = first[many], last[many], keys[many]
+    d = amounts[many] / length[many]
     np.add.at(out, (f, k), (edges[f + 1] - s[many]) * d)
     np.add.at(out, (la, k), (e[many] - edges[la]) * d)
     # whole bins between: a difference array of densities, times each bin's width
