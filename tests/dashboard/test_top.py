@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 import pytest
 from livefiles import expected_utilisation, row, write_job
@@ -25,6 +26,22 @@ def top(*args, root, extra_env=None, timeout=60):
     env = {**os.environ, live.STATE_ENV: str(root), **(extra_env or {})}
     return subprocess.run([sys.executable, "-m", "shoal", "top", *args], capture_output=True,
                           text=True, timeout=timeout, env=env)
+
+
+@contextmanager
+def following(target, root):
+    """``shoal top TARGET`` following a job in a terminal (as rich sees one with
+    TTY_COMPATIBLE), refreshed every 0.2 s; killed if the test leaves it running."""
+    proc = subprocess.Popen([sys.executable, "-m", "shoal", "top", str(target), "--interval",
+                             "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, live.STATE_ENV: str(root),
+                                 "TTY_COMPATIBLE": "1", "COLUMNS": "200"})
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def pe_lines(stdout):
@@ -106,11 +123,7 @@ def test_a_running_job_is_followed_until_it_ends(tmp_path):
     until the job's state says it ended; what was appended meanwhile is shown."""
     folder = write_job(tmp_path, job_id="job-run", npes=2, periods=4, lb_at=99,
                        state="running")
-    proc = subprocess.Popen([sys.executable, "-m", "shoal", "top", "job-run", "--interval",
-                             "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, live.STATE_ENV: str(tmp_path),
-                                 "TTY_COMPATIBLE": "1", "COLUMNS": "200"})
-    try:
+    with following("job-run", tmp_path) as proc:
         time.sleep(3)
         assert proc.poll() is None  # still following
         job = json.loads((folder / live.JOB).read_text())
@@ -123,10 +136,6 @@ def test_a_running_job_is_followed_until_it_ends(tmp_path):
         (folder / live.JOB).write_text(json.dumps({**job, "state": "done",
                                                    "end": job["start"] + 3.0}))
         stdout, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 0, stderr
     assert "running" in stdout and "done" in stdout and "2 -> 3 PEs" in stdout
 
@@ -143,11 +152,7 @@ def test_a_job_whose_directory_is_removed_at_its_end_is_followed_into_the_regist
         os.unlink(entry / name)
     (entry / live.JOB).write_text(json.dumps({**job, "jobdir": str(jobdir)}))
     (jobdir / live.LIVE / live.JOB).write_text(json.dumps({**job, "jobdir": str(jobdir)}))
-    proc = subprocess.Popen([sys.executable, "-m", "shoal", "top", str(jobdir), "--interval",
-                             "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, live.STATE_ENV: str(tmp_path / "reg"),
-                                 "TTY_COMPATIBLE": "1", "COLUMNS": "200"})
-    try:
+    with following(jobdir, tmp_path / "reg") as proc:
         time.sleep(3)
         assert proc.poll() is None
         for name in os.listdir(jobdir / live.LIVE):  # kept in the registry, then removed
@@ -157,9 +162,5 @@ def test_a_job_whose_directory_is_removed_at_its_end_is_followed_into_the_regist
                                                   "end": job["start"] + 2.0}))
         shutil.rmtree(jobdir)
         stdout, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 0, stderr
     assert "running" in stdout and "failed" in stdout and "gone" not in stdout
