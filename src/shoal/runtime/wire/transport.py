@@ -270,16 +270,20 @@ class Transport:
         data, oob = self._trailer(data, oob, arena)
         return data, oob, SHARED, nbytes
 
+    def _track(self, req: MPI.Request, data: bytes | memoryview, nbytes: int) -> None:
+        """Keep a send's request and the memory it reads (``nbytes``) until MPI reports it
+        complete (:meth:`reap`); beyond ``_compact_at`` in flight, release those done."""
+        self._reqs.append(req)
+        self._keep.append(data)
+        if nbytes >= BULK:
+            self.bulk = True
+        if len(self._reqs) > self._compact_at:
+            self._release()
+
     def _buffers(self, dest: int, oob: list[memoryview]) -> None:
         """Send an envelope's out-of-band buffers (after its header)."""
-        reqs = self._reqs
         for raw in oob:
-            reqs.append(self._bufcomm.Isend(raw, dest, 0))
-            self._keep.append(raw)
-            if raw.nbytes >= BULK:
-                self.bulk = True
-        if len(reqs) > self._compact_at:
-            self._release()
+            self._track(self._bufcomm.Isend(raw, dest, 0), raw, raw.nbytes)
 
     def _close_window(self, data: bytes, dest: int, tag: int, oob: list[memoryview]) -> bool:
         """Send an envelope that closes a window to ``dest`` by ``MPI_Issend``, which
@@ -291,9 +295,7 @@ class Transport:
         req = self._issend(data, dest, tag)
         self._open[dest] = (req, data)
         if len(data) >= BULK:  # (tested with the others until it completes)
-            self._reqs.append(req)
-            self._keep.append(data)
-            self.bulk = True
+            self._track(req, data, len(data))
         self._credit[dest] = WINDOW
         self._buffers(dest, oob)
         return True
@@ -301,10 +303,7 @@ class Transport:
     def _post(self, dest: int, data: bytes, tag: int, oob: list[memoryview]) -> None:
         """Send an envelope of more than ``EAGER`` bytes or with buffers, inside a window,
         by ``MPI_Isend``."""
-        self._reqs.append(self._isend(data, dest, tag))
-        self._keep.append(data)
-        if len(data) >= BULK:
-            self.bulk = True
+        self._track(self._isend(data, dest, tag), data, len(data))
         self._buffers(dest, oob)
 
     def _isend_small(self, data: bytes, dest: int, tag: int) -> None:
@@ -314,10 +313,7 @@ class Transport:
         completed there leaves no request to keep."""
         req = self._isend(data, dest, tag)
         if not req.Test():
-            self._reqs.append(req)
-            self._keep.append(data)
-            if len(self._reqs) > self._compact_at:
-                self._release()
+            self._track(req, data, len(data))
 
     def _defer(self, dest: int, data: bytes, tag: int, oob: list[memoryview],
                units: int) -> None:
