@@ -209,10 +209,11 @@ def gossip_daemons(tmp_path, groups=None):
         members = [k for k in range(3) if not groups or groups[k] == groups[0]]
         want_groups = len(set(groups)) if groups else 0
 
-        def settled():
+        def settled():  # (a group's summary counts its nodes a few rounds after they met)
             s = _status(states[0])
             return s and len(s["nodes"]) == len(members) and len(s["groups"]) == want_groups \
-                and all(n["state"] == "alive" for n in s["nodes"])
+                and all(n["state"] == "alive" for n in s["nodes"]) \
+                and all(g["nodes"] == groups.count(g["group"]) for g in s["groups"])
         end = time.monotonic() + 60
         while not settled():
             assert time.monotonic() < end, "the daemons did not find each other in 60 s"

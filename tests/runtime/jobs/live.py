@@ -1,7 +1,7 @@
 """A job for the live-data tests (test_publish.py), under ``shoal run``:
 ``live.py OUT.json SECONDS [checkpoint DIR] [plain]``.
 
-An at_sync array of 8 elements, block mapped (PE 0 holds the first 4), whose first 2
+An at_sync array of 8 elements, block mapped (PE 0 holds the first 4), whose first 3
 elements work 6 times longer than the others; iterations of at_sync() and a sum reduction
 for about SECONDS (``shoal run --lb`` decides what the AtSync points do: ``--lb none``
 resumes at once). ``checkpoint DIR``: one checkpoint into DIR halfway. At the end every
@@ -17,7 +17,7 @@ import time
 import shoal
 from shoal import Reducer
 
-N, HEAVY, UNIT = 8, 2, 0.004
+N, HEAVY, UNIT = 8, 3, 0.004
 
 
 def spin(seconds):
