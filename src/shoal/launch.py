@@ -60,17 +60,21 @@ SRUN = ("--mpi=pmi2", "--kill-on-bad-exit=1")
 srun silently starts N jobs of one rank each), and the step ends when one task fails."""
 _KILLED = re.compile(r"srun: error: (\S+): tasks? [\d,-]+: Killed")
 _NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
-PMI_GARBLED = "mpi/pmi2: value not properly terminated in client request"
+PMI_GARBLED = re.compile(rb"mpi/pmi2: (value not properly terminated in client request"
+                         rb"|invalid client request)")
 """What slurmstepd says when the wheel's MPICH sends it a PMI line longer than the 1,024
 bytes it reads at a time. MPICH splits a long value (the UCX addresses it gathers at
 ``MPI_Init``) into segments whose *value* fits 1,024 bytes, not the whole ``cmd=put
 kvsname=... key=... value=...`` line: a segment whose hex (with runs of zeros
 abbreviated, so its length depends on the address's bytes) comes to more than about 960
 characters makes a line of 1,025 or more; slurmstepd parses the first 1,024 bytes as one
-request and the rest as another, and every rank fails in ``MPI_Init``. Seen on the
-emulated cluster for one program and command line in every start (the line of segment 5
-of 9 was 1,029 bytes), never for others. :func:`run_ranks` then starts the job again with
-MPICH's own launcher in the allocation, whose PMI server reads whole lines."""
+request and the rest as another ("invalid client request" for the rest alone where the cut
+left the first part well formed): every rank fails in ``MPI_Init``, or the rank whose line
+was cut waits there for an answer that never comes. Seen on the emulated cluster for one
+program and command line in every start (the line of segment 5 of 9 was 1,029 bytes),
+never for others; the second form in a restart on 3 nodes, which hung until killed.
+:func:`run_ranks` stops the step as soon as srun relays either message and starts the job
+again with MPICH's own launcher in the allocation, whose PMI server reads whole lines."""
 
 
 def mpiexec(environ: dict[str, str] | None = None) -> list[str]:
@@ -171,7 +175,7 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
             cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE if srun else None
             ) as job, _forward_signals(job):
         relay = _Relay(job.stdout, sys.stdout)
-        errors = _Relay(job.stderr, sys.stderr) if srun else None
+        errors = _Relay(job.stderr, sys.stderr, PMI_GARBLED, job.terminate) if srun else None
         deaths = None if home is None else _Deaths(home, env.get(KILL_ENV, ""))
         try:
             code = job.wait(timeout=timeout)
@@ -186,19 +190,18 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
             if deaths is not None:
                 deaths.stop()
     done = Launched(cmd, code)
+    hydra = _wheel_mpiexec()
+    if errors is not None and errors.seen and hydra.exists():
+        sys.stderr.write("shoal: the MPI library failed to start under srun (slurmstepd "
+                         "got a PMI line longer than it reads, a known limit of srun "
+                         "--mpi=pmi2 with the wheel's MPICH); starting the job again "
+                         "with MPICH's own launcher inside the allocation\n")
+        sys.stderr.flush()
+        again = [str(hydra)] if hosts is None else [str(hydra), "-hosts", _counted(hosts)]
+        return run_ranks(nprocs, argv, timeout, {**env, LAUNCHER_ENV: shlex.join(again)},
+                         exclude, name)
     if code and errors is not None:
-        srun_said = errors.tail()
-        hydra = _wheel_mpiexec()
-        if PMI_GARBLED in srun_said and hydra.exists():
-            sys.stderr.write("shoal: the MPI library failed to start under srun (slurmstepd "
-                             "got a PMI line longer than it reads, a known limit of srun "
-                             "--mpi=pmi2 with the wheel's MPICH); starting the job again "
-                             "with MPICH's own launcher inside the allocation\n")
-            sys.stderr.flush()
-            again = [str(hydra)] if hosts is None else [str(hydra), "-hosts", _counted(hosts)]
-            return run_ranks(nprocs, argv, timeout, {**env, LAUNCHER_ENV: shlex.join(again)},
-                             exclude, name)
-        done.lost_hosts = lost_hosts(srun_said)
+        done.lost_hosts = lost_hosts(errors.tail())
     if code:
         said = killed_rank(relay.tail(), None if deaths is None else deaths.first(), home,
                            name)
@@ -279,14 +282,18 @@ def _end(job: subprocess.Popen, srun: bool) -> None:
 
 class _Relay:
     """Copies the job's output to this process's ``stream`` as it comes (not line by line:
-    a progress bar's partial lines pass at once), keeping its last bytes."""
+    a progress bar's partial lines pass at once), keeping its last bytes. With ``watch``,
+    the first time the output matches it (``seen``), ``then`` is called (once)."""
 
     KEEP = 16384
 
-    def __init__(self, pipe: Any, stream: Any):
+    def __init__(self, pipe: Any, stream: Any, watch: re.Pattern[bytes] | None = None,
+                 then: Callable[[], None] | None = None):
         self.pipe = pipe
         self.write = _writer(stream)
         self.kept = b""
+        self.watch, self.then = watch, then
+        self.seen = False
         self.thread = threading.Thread(target=self._copy, daemon=True)
         self.thread.start()
 
@@ -295,6 +302,10 @@ class _Relay:
         while data := os.read(fd, 65536):
             write(data)
             self.kept = (self.kept + data)[-self.KEEP:]
+            if self.watch is not None and not self.seen and self.watch.search(self.kept):
+                self.seen = True
+                if self.then is not None:
+                    self.then()
 
     def join(self) -> None:
         self.thread.join()
