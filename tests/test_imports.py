@@ -41,3 +41,22 @@ def test_only_the_api_depends_on_the_pe_core():
                     and any(a.name == "pe" for a in node.names)):
                 importers.add(path.relative_to(root).as_posix())
     assert importers == {"__init__.py", "api.py"}
+
+
+def test_shoal_run_launches_without_importing_numpy_or_the_runtime(tmp_path):
+    """The launching process of ``shoal run`` (its flags checked there, one line and exit 2
+    on a bad one) imports neither numpy nor the runtime: they cost every job about 0.2 s of
+    CPU before its ranks started (``-X importtime`` applies to this process only). (``--lb``
+    and ``--lb-machine`` are checked by the balancers' own code, which imports both.)"""
+    prog = tmp_path / "prog.py"
+    prog.write_text("print('ran')\n")
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "shoal", "run", "-n", "1",
+                          "--tune", "lb_every", "--power-threshold", "60C", "--trace",
+                          str(tmp_path / "t.json"), "--checkpoint-every", "1s",
+                          str(prog)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "ran" in out.stdout, out.stderr[-3000:]
+    imported = {line.rsplit("|", 1)[1].strip() for line in out.stderr.splitlines()
+                if line.startswith("import time:") and "|" in line}
+    assert "shoal.supervise" in imported  # (this process launched the job)
+    assert not {m for m in imported if m.split(".")[0] == "numpy" or m.startswith(
+        "shoal.runtime")}, sorted(imported)

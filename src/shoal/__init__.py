@@ -4,9 +4,11 @@ such a runtime needs (gossip-spread node state, communication models, topology a
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from shoal import _compiled
+from shoal import _compiled, threads
 from shoal._version import __version__
 from shoal.errors import CheckpointError, ShoalError, UsageError, WireError
+
+threads.early()  # a rank's share of its node's cores, before anything loads numpy
 
 if _compiled.pure_requested():  # SHOAL_PURE=1: the runtime's source, not its extensions
     _compiled.prefer_source()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.errors import UsageError
+from shoal.units import parse_temperature
 
 SHM_BYTES = 32 << 20  # shared memory per PE for large buffers to PEs of its node
 POOL_BYTES = 64 << 20  # the default bound of a PE's pool of receive buffers
@@ -151,8 +152,6 @@ class Options:
         if values.get("mtbf") and not values.get("checkpoint_every"):
             raise UsageError("mtbf needs checkpoint_every: the first period (Young's rule "
                              "sets the next ones from the measured checkpoint cost)")
-        from shoal.runtime.control import parse_tune
-
         parse_tune(values.get("tune"))  # a misspelt point: at start-up, named
         return cls(**{name: kind(**{s.name: values[s.name] for s in SETTINGS
                                     if s.section == name and s.name in values})
@@ -198,8 +197,6 @@ def _parsed(s: Setting, text: str) -> Any:
             raise UsageError(f"{s.env} must be 1 or 0, not {text!r}")
         return text == "1"
     if s.kind == "celsius":
-        from shoal.runtime.power import parse_temperature
-
         return parse_temperature(text, s.env)
     if s.kind in ("seconds", "number"):
         try:
@@ -239,8 +236,6 @@ def _checked(s: Setting, value: Any, where: str) -> Any:
 def _number(s: Setting, value: Any, where: str) -> float | None:
     """A ``celsius`` or ``number`` setting's value (a temperature's text read as °C)."""
     if isinstance(value, str) and s.kind == "celsius":
-        from shoal.runtime.power import parse_temperature
-
         value = parse_temperature(value, where)
     if value is None:
         return None
@@ -249,3 +244,29 @@ def _number(s: Setting, value: Any, where: str) -> float | None:
         what = "temperature (50C, 74F)" if s.kind == "celsius" else "number >= 0"
         raise UsageError(f"{where} must be a {what}, not {value!r}")
     return float(value)
+
+
+# The control points the runtime has built in (shoal.runtime.control), which --tune names:
+# their candidate values and what each trades
+TUNABLE: dict[str, tuple[tuple[Any, ...], str]] = {
+    "lb_every": ((1, 2, 4, 8, 16, 32, 64),
+                 "balance at every k-th AtSync point: fewer steps cost less, and let the "
+                 "imbalance grow between them"),
+    "lb_period": ((0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0),
+                  "seconds between periodic balancing steps: the same trade"),
+    "agg_buffer": ((16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
+                   "items an aggregation buffer holds before it is sent: larger buffers send "
+                   "fewer messages and hold items longer"),
+}
+
+
+def parse_tune(text: str | None) -> tuple[str, ...]:
+    """``--tune lb_every,lb_period``: the built-in points named, checked."""
+    if not text:
+        return ()
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in TUNABLE]
+    if unknown:
+        raise UsageError(f"tune: no built-in control point {', '.join(unknown)}; the "
+                         f"runtime has {', '.join(TUNABLE)}")
+    return names

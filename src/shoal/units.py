@@ -148,3 +148,21 @@ def format_bytes(nbytes: float) -> str:
             break
         value /= 1024
     return f"{value:.0f} {unit}" if unit == "B" else f"{value:.3g} {unit}"
+
+
+def parse_temperature(text: str | float, what: str = "temperature") -> float:
+    """°C in ``text``: ``50C``, ``74F``, ``323.15K``, or a bare number (°C)."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    if not isinstance(text, str):
+        raise UsageError(f"{what} must be a temperature such as 50C or 74F, not {text!r}")
+    s = text.strip().upper().replace("°", "")
+    unit = s[-1:] if s[-1:] in ("C", "F", "K") else "C"
+    number = s[:-1] if s[-1:] in ("C", "F", "K") else s
+    try:
+        value = float(number)
+    except ValueError:
+        raise UsageError(f"{what} must be a temperature such as 50C or 74F, "
+                         f"not {text!r}") from None
+    return (value - 32.0) * 5.0 / 9.0 if unit == "F" else value - 273.15 if unit == "K" \
+        else value

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from mpi_jobs import run_ok
 
 from shoal.errors import UsageError
-from shoal.runtime.control import Controller, builtin, parse_tune, point, young
+from shoal.options import parse_tune
+from shoal.runtime.control import Controller, builtin, point, young
 
 
 class Clock:

@@ -21,9 +21,9 @@ from shoal.runtime.power import (
     Controller,
     ThermalModel,
     Throttle,
-    parse_temperature,
     simulate,
 )
+from shoal.units import parse_temperature
 
 
 def test_constant_power_approaches_room_plus_p_r_exponentially():

@@ -1,5 +1,6 @@
-"""BLAS and OpenMP threads per PE (runtime/threads.py): each PE of a node gets the node's
-cores shared by its PEs, unless the user chose a number."""
+"""BLAS and OpenMP threads per PE (shoal/threads.py): each PE of a node gets the node's
+cores shared by its PEs, unless the user chose a number; set before numpy loads where the
+program imports shoal first, so that OpenBLAS starts no thread it may not use."""
 
 import ast
 import os
@@ -9,6 +10,7 @@ import sys
 from mpi_jobs import TIMEOUT
 
 from shoal.launch import mpiexec
+from shoal.threads import ranks_here
 
 JOB = """
 import os
@@ -22,7 +24,7 @@ import shoal
 class Where(shoal.Chare):
     def threads(self):
         blas = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
-        return blas, os.environ.get("OMP_NUM_THREADS")
+        return blas, os.environ.get("OMP_NUM_THREADS"), len(os.listdir("/proc/self/task"))
 
 
 async def main():
@@ -33,9 +35,10 @@ shoal.start(main)
 """
 
 
-def threads(tmp_path, ranks, **env):
+def threads(tmp_path, ranks, shoal_first=False, **env):
     prog = tmp_path / "job.py"
-    prog.write_text(JOB)
+    prog.write_text(JOB.replace("\nimport numpy\n", "\nimport shoal\nimport numpy\n")
+                    if shoal_first else JOB)
     clean = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
     out = subprocess.run([*mpiexec(), "-n", str(ranks), sys.executable, str(prog)],
                          capture_output=True, text=True, timeout=TIMEOUT, env={**clean, **env})
@@ -50,12 +53,33 @@ def test_each_pe_gets_its_share_of_the_nodes_cores(tmp_path):
         share = max(1, cores // ranks)
         got = threads(tmp_path, ranks)
         assert len(got) == ranks, got
-        for blas, omp in got:
+        for blas, omp, _ in got:
             assert blas and all(n == share for n in blas) and omp == str(share), got
+
+
+def test_a_program_that_imports_shoal_first_starts_no_blas_thread_beyond_its_share(tmp_path):
+    cores = len(os.sched_getaffinity(0))
+    first = threads(tmp_path, 2, shoal_first=True)
+    late = threads(tmp_path, 2)  # numpy first: OpenBLAS starts a thread per core
+    share = max(1, cores // 2)
+    for blas, omp, _ in first:
+        assert blas and all(n == share for n in blas) and omp == str(share), first
+    if cores > share:  # (OpenBLAS's own threads: its share less the calling one)
+        assert max(t for *_, t in first) + (cores - share) <= min(t for *_, t in late), (
+            first, late)
+
+
+def test_the_ranks_on_this_node_as_each_launcher_says():
+    assert ranks_here({"MPI_LOCALNRANKS": "3"}) == 3  # hydra
+    assert ranks_here({"OMPI_COMM_WORLD_LOCAL_SIZE": "4"}) == 4  # Open MPI
+    srun = {"SLURM_STEP_TASKS_PER_NODE": "2(x2),1", "SLURM_NODEID": "2"}
+    assert ranks_here(srun) == 1 and ranks_here({**srun, "SLURM_NODEID": "1"}) == 2
+    assert ranks_here({**srun, "SLURM_STEP_TASKS_PER_NODE": "?"}) is None
+    assert ranks_here({"PATH": "/bin"}) is None
 
 
 def test_a_number_the_user_chose_is_left_alone(tmp_path):
     got = threads(tmp_path, 2, OPENBLAS_NUM_THREADS="2")
     assert len(got) == 2, got
-    for blas, omp in got:  # the user's choice; no OMP_NUM_THREADS set either
+    for blas, omp, _ in got:  # the user's choice; no OMP_NUM_THREADS set either
         assert blas and all(n == 2 for n in blas) and omp is None, got

@@ -156,7 +156,7 @@ def run(nprocs: int, timeout: str | None, strategy: str | None, lb_auto: bool,
         from shoal.errors import UsageError
 
         raise UsageError("--mtbf needs --checkpoint-every (the first period)")
-    from shoal.runtime.control import parse_tune
+    from shoal.options import parse_tune
 
     parse_tune(tune)  # a misspelt point: one line, exit 2
     for flag, value in (("--lb-period", period), ("--checkpoint-every", seconds),
@@ -191,8 +191,7 @@ def _power_settings(threshold: str | None, room: str | None, every: str | None,
     """The emulated power settings of ``shoal run``'s flags, checked here (one line, exit 2)
     rather than by every rank."""
     from shoal.errors import UsageError
-    from shoal.runtime.power import parse_temperature
-    from shoal.units import parse_duration
+    from shoal.units import parse_duration, parse_temperature
 
     out: dict = {"power_monitor": monitor}
     if threshold is not None:

@@ -21,7 +21,7 @@ from shoal.runtime.futures import Future
 from shoal.runtime.pe import Runtime
 from shoal.runtime.proxy import CollectionProxy, ElementProxy, SectionProxy
 from shoal.runtime.startup import arm, handshake, ran
-from shoal.runtime.threads import limit as limit_threads
+from shoal.threads import limit as limit_threads
 
 if TYPE_CHECKING:
     from mpi4py import MPI

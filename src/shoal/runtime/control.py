@@ -7,7 +7,7 @@ adjust and how to adjust them."
 A **control point** is a named parameter with an ordered list of candidate values, the one in
 force, and a note of its expected effect. A program registers its own in ``main``
 (``shoal.control_point(name, values, default)``) and reads ``point.value`` where it uses it;
-the runtime has built-in ones that ``shoal run --tune`` switches on (:data:`BUILTIN`):
+the runtime has built-in ones that ``shoal run --tune`` switches on (:data:`shoal.options.TUNABLE`):
 ``lb_every`` (balance at every k-th AtSync point; Charm++'s ``+LBPeriod``),
 ``lb_period`` (the seconds between periodic balancing steps) and ``agg_buffer`` (the items
 every aggregation buffer holds before it is sent, TRAM's buffer size: the root tells every
@@ -52,18 +52,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.errors import UsageError
+from shoal.options import TUNABLE
 
 # the built-in points: name -> (candidates, what they change)
-BUILTIN: dict[str, tuple[tuple[Any, ...], str]] = {
-    "lb_every": ((1, 2, 4, 8, 16, 32, 64),
-                 "balance at every k-th AtSync point: fewer steps cost less, and let the "
-                 "imbalance grow between them"),
-    "lb_period": ((0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0),
-                  "seconds between periodic balancing steps: the same trade"),
-    "agg_buffer": ((16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
-                   "items an aggregation buffer holds before it is sent: larger buffers send "
-                   "fewer messages and hold items longer"),
-}
 
 
 def young(cost: float, mtbf: float) -> float:
@@ -294,9 +285,9 @@ class Controller:
 
 
 def builtin(name: str, apply: Callable[[Any], None], start: Any) -> ControlPoint:
-    """The built-in point ``name`` of :data:`BUILTIN`, starting at the candidate nearest
-    ``start`` and setting its knob through ``apply``."""
-    values, effect = BUILTIN[name]
+    """The built-in point ``name`` of :data:`~shoal.options.TUNABLE`, starting at the
+    candidate nearest ``start`` and setting its knob through ``apply``."""
+    values, effect = TUNABLE[name]
     nearest = min(values, key=lambda v: abs(math.log(v / start)))
     made = point(name, values, nearest, effect, apply)
     if name == "lb_every":
@@ -309,13 +300,3 @@ def builtin(name: str, apply: Callable[[Any], None], start: Any) -> ControlPoint
     return made
 
 
-def parse_tune(text: str | None) -> tuple[str, ...]:
-    """``--tune lb_every,lb_period``: the built-in points named, checked."""
-    if not text:
-        return ()
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    unknown = [n for n in names if n not in BUILTIN]
-    if unknown:
-        raise UsageError(f"tune: no built-in control point {', '.join(unknown)}; the "
-                         f"runtime has {', '.join(BUILTIN)}")
-    return names

@@ -40,7 +40,7 @@ from typing import Any, Final
 from numpy import ndarray
 
 from shoal.errors import ShoalError, UsageError
-from shoal.options import Options
+from shoal.options import Options, parse_tune
 from shoal.rank import abort_job
 from shoal.runtime import collector
 from shoal.runtime.aggregation import Aggregation
@@ -51,7 +51,7 @@ from shoal.runtime.collectives.quiescence import Quiescence
 from shoal.runtime.collectives.reduction import Reductions
 from shoal.runtime.collectives.section import Sections
 from shoal.runtime.context import set_current
-from shoal.runtime.control import Controller, parse_tune
+from shoal.runtime.control import Controller
 from shoal.runtime.failure import Failure
 from shoal.runtime.futures import Future, Gather, Task
 from shoal.runtime.guards import GuardError, Guards

@@ -52,7 +52,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shoal.errors import UsageError
-from shoal.runtime.control import builtin, parse_tune
+from shoal.options import parse_tune
+from shoal.runtime.control import builtin
 from shoal.runtime.lb.costs import load as load_costs
 from shoal.runtime.lb.database import LBDatabase, core_share
 from shoal.runtime.lb.grapevine import Grapevine

@@ -1,0 +1,99 @@
+"""Threads of the BLAS and OpenMP libraries in each PE.
+
+Each PE is a process, and numpy's OpenBLAS (like MKL and OpenMP runtimes) starts a thread
+per core of the machine in every one of them: 2 PEs on 2 cores ran 4 busy threads, a
+balanced run oversubscribed the cores, and a skewed program of matrix products gained
+1.05x from balancing where it gains 2.08x with one thread per PE (issue 26). So each PE
+gets ``cores of its node // PEs on its node`` threads (at least 1), as dask's nanny and
+Ray give their workers, unless the user set any of :data:`VARIABLES`: then nothing is
+changed.
+
+The share is set twice. :func:`early`, as the runtime's API loads and before numpy does,
+sets the variables from the number of ranks the launcher says share this node (hydra's
+``MPI_LOCALNRANKS``, Open MPI's ``OMPI_COMM_WORLD_LOCAL_SIZE``, srun's tasks per node), so
+that OpenBLAS starts only the threads it may use: starting one per core and stopping them
+later cost about 0.1 s of CPU in every rank (``import numpy`` 0.18-0.20 s of CPU, 0.08-0.12
+with ``OPENBLAS_NUM_THREADS=1``, on this 2-core machine), which a node's ranks all pay at
+once. :func:`limit`, once the runtime knows its PEs' nodes, limits the libraries loaded
+with threadpoolctl where the share differs from the one set early (a program that imported
+numpy first, a launcher that says nothing) and sets the variables for OpenMP runtimes loaded
+later.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shoal.runtime.nodes import NodeMap
+
+VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+             "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+LOCAL_SIZE = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")  # (hydra, Open MPI)
+_early: int | None = None  # the threads set by early() before any BLAS library loaded
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+
+
+def per_pe(nodes: NodeMap, pe: int) -> int:
+    """The threads PE ``pe`` may use: the cores it may run on, shared by the PEs of its
+    node."""
+    on_node = int((nodes.node == nodes.node[pe]).sum())
+    return max(1, _cores() // on_node)
+
+
+def ranks_here(env: dict[str, str] | os._Environ[str]) -> int | None:
+    """The ranks of this job on this node, as the launcher tells its ranks (None: it
+    does not)."""
+    for name in LOCAL_SIZE:
+        if env.get(name, "").isdigit():
+            return int(env[name])
+    tasks, node = env.get("SLURM_STEP_TASKS_PER_NODE"), env.get("SLURM_NODEID", "")
+    if tasks and node.isdigit():
+        from shoal.errors import UsageError
+        from shoal.placement import expand_cpus  # (the same "2(x3),1" form)
+
+        try:
+            counts = expand_cpus(tasks)
+        except UsageError:
+            return None
+        return counts[int(node)] if int(node) < len(counts) else None
+    return None
+
+
+def early() -> None:
+    """Set this rank's share of the node's cores in :data:`VARIABLES` before numpy loads
+    (see the module doc); nothing if the user set any of them, numpy is loaded already, or
+    the launcher does not say how many ranks share the node."""
+    global _early
+    if "numpy" in sys.modules or any(v in os.environ for v in VARIABLES):
+        return
+    here = ranks_here(os.environ)
+    if not here:
+        return
+    n = max(1, _cores() // here)
+    for v in VARIABLES:
+        os.environ[v] = str(n)
+    _early = n
+
+
+def limit(nodes: NodeMap, pe: int) -> int | None:
+    """Limit this PE's BLAS and OpenMP threads to :func:`per_pe` unless the user chose;
+    the limit set, or None."""
+    if _early is None and any(v in os.environ for v in VARIABLES):
+        return None
+    n = per_pe(nodes, pe)
+    if n == _early:  # (the libraries started with it)
+        return n
+    from threadpoolctl import threadpool_limits
+
+    for v in VARIABLES:
+        os.environ[v] = str(n)
+    threadpool_limits(limits=n)
+    return n
