@@ -37,7 +37,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from shoal.errors import UsageError
 from shoal.jobdir import JobDir
 from shoal.options import environment
 from shoal.rank import KILL_ENV
+from shoal.threads import share_cores
 
 SHM_DIR = Path("/dev/shm")
 SHM_GLOB = "mpich_shm_*"
@@ -161,7 +162,7 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
     ``name``: what a rank is called when it is named as killed (``PE``, ``rank``)."""
     if nprocs < 1:
         raise UsageError(f"run at least 1 rank (got -n {nprocs})")
-    env = {**(os.environ if env is None else env)}
+    env = _ranks_env(env, nprocs)
     launcher = mpiexec(env)
     srun = Path(launcher[0]).name == "srun"
     hosts, over = _placed(nprocs, env, exclude) if srun else (None, False)
@@ -209,6 +210,14 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
             sys.stderr.write(f"shoal: {said}\n")
             sys.stderr.flush()
     return done
+
+
+def _ranks_env(env: dict | None, nprocs: int) -> dict[str, str]:
+    """The ranks' environment: ``env`` (None: this process's), with their share of this
+    host's cores for BLAS and OpenMP threads when they all run here (set before they load
+    numpy, :mod:`shoal.threads`)."""
+    env = {**(os.environ if env is None else env)}
+    return share_cores(env, nprocs) if ranks_share_this_host(env) else env
 
 
 def _counted(hosts: list[str]) -> str:
@@ -470,12 +479,14 @@ def _forward_signals(job: subprocess.Popen) -> Iterator[None]:
             signal.signal(s, handler)
 
 
-def ranks_share_this_host() -> bool:
-    """Whether the ranks :func:`run_ranks` starts all run on this host: the default
-    launcher with no host list and no allocation of several nodes."""
-    if os.environ.get(LAUNCHER_ENV) or any(v in os.environ for v in HOST_LISTS):
+def ranks_share_this_host(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the ranks :func:`run_ranks` starts with ``environ`` (default: this
+    process's) all run on this host: the default launcher with no host list and no
+    allocation of several nodes."""
+    environ = os.environ if environ is None else environ
+    if environ.get(LAUNCHER_ENV) or any(v in environ for v in HOST_LISTS):
         return False
-    return int(os.environ.get("SLURM_JOB_NUM_NODES", "1") or 1) <= 1
+    return int(environ.get("SLURM_JOB_NUM_NODES", "1") or 1) <= 1
 
 
 def _shm_files(where: Path) -> set[Path]:

@@ -8,16 +8,18 @@ gets ``cores of its node // PEs on its node`` threads (at least 1), as dask's na
 Ray give their workers, unless the user set any of :data:`VARIABLES`: then nothing is
 changed.
 
-The share is set twice. :func:`early`, as the runtime's API loads and before numpy does,
-sets the variables from the number of ranks the launcher says share this node (hydra's
-``MPI_LOCALNRANKS``, Open MPI's ``OMPI_COMM_WORLD_LOCAL_SIZE``, srun's tasks per node), so
-that OpenBLAS starts only the threads it may use: starting one per core and stopping them
-later cost about 0.1 s of CPU in every rank (``import numpy`` 0.18-0.20 s of CPU, 0.08-0.12
-with ``OPENBLAS_NUM_THREADS=1``, on this 2-core machine), which a node's ranks all pay at
-once. :func:`limit`, once the runtime knows its PEs' nodes, limits the libraries loaded
-with threadpoolctl where the share differs from the one set early (a program that imported
-numpy first, a launcher that says nothing) and sets the variables for OpenMP runtimes loaded
-later.
+The share is set before numpy loads where it can be, so that OpenBLAS starts only the
+threads it may use: starting one per core and stopping them later cost about 0.1 s of CPU
+in every rank (a 2-rank job of a program that imports numpy and shoal and ends, on this
+2-core machine: 0.33 s of CPU a rank, 0.25 with ``OPENBLAS_NUM_THREADS=1``), which a
+node's ranks all pay at once. ``shoal run`` launching on this node sets it in the ranks'
+environment (:func:`share_cores`, with :data:`MARK`: shoal's choice, not the user's), and
+:func:`early`, as ``shoal`` is imported, from the number of ranks the launcher says share
+this node (hydra's ``MPI_LOCALNRANKS``, Open MPI's ``OMPI_COMM_WORLD_LOCAL_SIZE``, srun's
+tasks per node) if the program has not loaded numpy yet. :func:`limit`, once the runtime
+knows its PEs' nodes, limits the libraries loaded with threadpoolctl where the share
+differs from the one set before (a program that imported numpy first under a launcher
+shoal did not set) and sets the variables for OpenMP runtimes loaded later.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ if TYPE_CHECKING:
 VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
              "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 LOCAL_SIZE = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")  # (hydra, Open MPI)
-_early: int | None = None  # the threads set by early() before any BLAS library loaded
+MARK = "SHOAL_THREADS"  # the share shoal set in VARIABLES (absent: any there are the user's)
+_early: int | None = None  # the share set before any BLAS library loaded
 
 
 def _cores() -> int:
@@ -67,20 +70,32 @@ def ranks_here(env: dict[str, str] | os._Environ[str]) -> int | None:
     return None
 
 
+def share_cores(env: dict[str, str], ranks: int) -> dict[str, str]:
+    """``env`` for ``ranks`` ranks that share this node: :data:`VARIABLES` set to their share
+    of its cores (and :data:`MARK`), unless the user set any of them."""
+    if any(v in env for v in VARIABLES):
+        return env
+    n = str(max(1, _cores() // ranks))
+    return {**env, **dict.fromkeys(VARIABLES, n), MARK: n}
+
+
 def early() -> None:
-    """Set this rank's share of the node's cores in :data:`VARIABLES` before numpy loads
-    (see the module doc); nothing if the user set any of them, numpy is loaded already, or
-    the launcher does not say how many ranks share the node."""
+    """Note the share ``shoal run`` set in this rank's environment, or set this rank's
+    share of its node's cores in :data:`VARIABLES` before numpy loads (see the module doc);
+    nothing if the user set any of them, numpy is loaded already, or the launcher does not
+    say how many ranks share the node."""
     global _early
+    mark = os.environ.get(MARK, "")
+    if mark.isdigit() and all(os.environ.get(v) == mark for v in VARIABLES):
+        _early = int(mark)
+        return
     if "numpy" in sys.modules or any(v in os.environ for v in VARIABLES):
         return
     here = ranks_here(os.environ)
     if not here:
         return
-    n = max(1, _cores() // here)
-    for v in VARIABLES:
-        os.environ[v] = str(n)
-    _early = n
+    os.environ.update(share_cores({}, here))
+    _early = int(os.environ[MARK])
 
 
 def limit(nodes: NodeMap, pe: int) -> int | None:

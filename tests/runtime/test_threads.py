@@ -10,7 +10,7 @@ import sys
 from mpi_jobs import TIMEOUT
 
 from shoal.launch import mpiexec
-from shoal.threads import ranks_here
+from shoal.threads import MARK, ranks_here
 
 JOB = """
 import os
@@ -35,13 +35,16 @@ shoal.start(main)
 """
 
 
-def threads(tmp_path, ranks, shoal_first=False, **env):
+def threads(tmp_path, ranks, shoal_first=False, shoal_run=False, **env):
     prog = tmp_path / "job.py"
     prog.write_text(JOB.replace("\nimport numpy\n", "\nimport shoal\nimport numpy\n")
                     if shoal_first else JOB)
-    clean = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
-    out = subprocess.run([*mpiexec(), "-n", str(ranks), sys.executable, str(prog)],
-                         capture_output=True, text=True, timeout=TIMEOUT, env={**clean, **env})
+    clean = {k: v for k, v in os.environ.items()
+             if not k.endswith("_NUM_THREADS") and k != MARK}
+    cmd = ([sys.executable, "-m", "shoal", "run", "-n", str(ranks), str(prog)] if shoal_run
+           else [*mpiexec(), "-n", str(ranks), sys.executable, str(prog)])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT,
+                         env={**clean, **env})
     assert out.returncode == 0, out.stderr[-3000:]
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))
     return ast.literal_eval(line[len("RESULT "):])
@@ -67,6 +70,9 @@ def test_a_program_that_imports_shoal_first_starts_no_blas_thread_beyond_its_sha
     if cores > share:  # (OpenBLAS's own threads: its share less the calling one)
         assert max(t for *_, t in first) + (cores - share) <= min(t for *_, t in late), (
             first, late)
+    # shoal run sets the share in its ranks' environment: numpy first is no matter then
+    launched = threads(tmp_path, 2, shoal_run=True)
+    assert sorted(launched) == sorted(first), (launched, first)
 
 
 def test_the_ranks_on_this_node_as_each_launcher_says():
