@@ -128,8 +128,11 @@ def test_proxies_pickle_and_check_indices():
     assert pickle.loads(pickle.dumps(arr)) == arr
     with pytest.raises(UsageError, match="2 integer"):
         arr[3]
-    with pytest.raises(AttributeError, match="_Cell has no entry method 'updat'"):
+    with pytest.raises(AttributeError, match="'_CellElementProxy' object has no attribute "
+                       "'updat'"):
         el.updat(1)
+    with pytest.raises(AttributeError, match="'_CellProxy' object has no attribute 'updat'"):
+        arr.updat(1)
     with pytest.raises(AttributeError):
         assert arr.__private__ is None
     assert {"update", "migrate", "contribute", "_shoal_channel"} <= set(dir(element))

@@ -65,12 +65,15 @@ class ElementProxy:
     def __init__(self, cid: int, index: tuple[int, ...]):
         self.cid = cid
         self.index = index
-        # both, for a send: every attribute read here goes through __getattr__'s hook, which
-        # Python 3.11 cannot specialize (callgrind: about 300 instructions a read)
-        self._dst = (cid, index)
+        self._dst = (cid, index)  # both, for a send: one read
 
-    def __getattr__(self, name: str) -> Any:  # Any: entry methods are made at run time
-        raise AttributeError(_missing(self._chare, name))
+    # No __getattr__ at run time (a misspelt method is Python's AttributeError, which names
+    # the proxy class and suggests the nearest name): a class with one has every attribute
+    # read go through its hook, which Python 3.11 does not specialize, about 300
+    # instructions a read (``self.thisProxy[0].take(k)`` in an element: 9,129 -> 7,973,
+    # benchmarks/runtime_instructions.py's ``index``)
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any: ...  # (entry methods are made at run time)
 
     def __getitem__(self, index: Any) -> ElementProxy:
         """charm4py's ``self.thisProxy[self.thisIndex]`` in a single chare (``shoal.create``),
@@ -124,9 +127,7 @@ class CollectionProxy:
         self.pes = pes  # a group on some PEs only: its members' PEs (else None)
         # ints in [0, bound) take the short path: the extent of a dense 1-D array, any
         # such int for a sparse one, none with more dimensions (nor for a group on some
-        # PEs: its indices are checked against them). What indexing reads, in one
-        # slot: each attribute read goes through __getattr__'s hook, which Python 3.11
-        # cannot specialize (callgrind: about 300 instructions a read)
+        # PEs: its indices are checked against them). What indexing reads, in one slot
         bound = (-1 if ndims != 1 or pes is not None else sys.maxsize if dims is None
                  else dims[0])
         # and the element proxies made, by index (an int, or a tuple of ints; the same
@@ -188,8 +189,8 @@ class CollectionProxy:
                              f"members are on PEs {list(self.pes)}")
         return kept
 
-    def __getattr__(self, name: str) -> Any:  # Any: entry methods are made at run time
-        raise AttributeError(_missing(self._chare, name))
+    if TYPE_CHECKING:  # (none at run time: see ElementProxy)
+        def __getattr__(self, name: str) -> Any: ...  # (entry methods are made at run time)
 
     def insert(self, index: int | tuple[int, ...], args: Iterable[Any] = (),
                pe: int | None = None) -> None:
