@@ -36,11 +36,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from shoal.errors import UsageError
 from shoal.gossip.analysis import expected_age, window_entries
 from shoal.gossip.sim import simulate
+from shoal.jit import njit
 
 RECORD_BYTES = 260  # a node's record on the wire (shoal.gossip.packet: the daemon's entry)
 SUMMARY_BYTES = 48  # a group's summary: id, min/mean/max load, free memory, live, oldest age
