@@ -12,7 +12,7 @@ the next process that loads that signature runs code compiled for other types
 load never sees half of another process's save and numbering is never lost.
 
 A cached function is also compiled by one process at a time, under a lock of its own
-(``_compile_once``): the others wait, then find it in the cache. Without it, every process
+(``_compile_once``): the others wait (at most ``COMPILE_WAIT``), then find it in the cache. Without it, every process
 that starts on a cold cache compiles it: the PEs of a job on a fresh install, a test worker
 and the example it runs. Two processes simulating gossip on a cold cache each spent 16.5 s
 of CPU compiling the simulator's kernel; with the lock, the second loads what the first
@@ -33,6 +33,7 @@ import functools
 import hashlib
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -69,6 +70,25 @@ def compile_lock(func: Callable[..., Any]) -> str:
     return os.path.join(tempfile.gettempdir(), f"shoal-numba-compile-{os.getuid()}-{name}.lock")
 
 
+COMPILE_WAIT = 120.0  # seconds a process waits for another's compile before it compiles too
+
+
+def _wait_for(lock: Any) -> bool:
+    """Take the exclusive ``flock`` of the open file ``lock``, waiting at most
+    ``COMPILE_WAIT`` seconds (polled every 50 ms: two processes compiling mutually
+    recursive functions, each holding one's lock, would otherwise wait for each other for
+    good); whether it was taken."""
+    deadline = time.monotonic() + COMPILE_WAIT
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
+
 def _compile_once(method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     def run(self: Any, sig: Any) -> Any:
@@ -78,13 +98,14 @@ def _compile_once(method: Callable[..., Any]) -> Callable[..., Any]:
         if path in _COMPILING:
             return method(self, sig)
         with open(path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # (then compile() finds another's save first)
+            held = _wait_for(lock)  # (then compile() finds another's save first)
             _COMPILING.add(path)
             try:
                 return method(self, sig)
             finally:
                 _COMPILING.discard(path)
-                fcntl.flock(lock, fcntl.LOCK_UN)
+                if held:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
 
     run.shoal_locked = True  # type: ignore[attr-defined]
     return run
