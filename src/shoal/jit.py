@@ -12,13 +12,13 @@ the next process that loads that signature runs code compiled for other types
 load never sees half of another process's save and numbering is never lost.
 
 A cached function is also compiled by one process at a time, under a lock of its own
-(``_compile_once``): the others wait (at most ``COMPILE_WAIT``), then find it in the
-cache. Without it, every process that starts on a cold cache compiles it: the PEs of a job
-on a fresh install, a test worker and the example it runs. Two processes simulating gossip on a cold cache each spent 16.5 s
-of CPU compiling the simulator's kernel; with the lock, the second loads what the first
-saved. Functions without ``cache=True`` compile in parallel as before, as do different
-functions. Across nodes that share an install on NFS, flock may not reach the other nodes:
-compile once before a multi-node job (any run on one node does it).
+(``_compile_once``): the others wait (at most ``COMPILE_WAIT``), then find it in the cache.
+Without it, every process that starts on a cold cache compiles it: the PEs of a job on a
+fresh install, a test worker and the example it runs. Two processes simulating gossip on a
+cold cache each spent 16.5 s of CPU compiling the simulator's kernel; with the lock, the
+second loads what the first saved. Functions without ``cache=True`` compile in parallel as
+before, as do different functions. Across nodes that share an install on NFS, flock may not
+reach the other nodes: compile once before a multi-node job (any run on one node does it).
 
 Every shoal module imports ``njit`` from here, not from numba. The test suite compiles
 every kernel with bounds checks (``NUMBA_BOUNDSCHECK``, tests/conftest.py): an index out of
