@@ -191,8 +191,7 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
             if deaths is not None:
                 deaths.stop()
     done = Launched(cmd, code)
-    hydra = _wheel_mpiexec()
-    if errors is not None and errors.seen and hydra.exists():
+    if errors is not None and errors.seen and (hydra := _wheel_mpiexec()).exists():
         sys.stderr.write("shoal: the MPI library failed to start under srun (slurmstepd "
                          "got a PMI line longer than it reads, a known limit of srun "
                          "--mpi=pmi2 with the wheel's MPICH); starting the job again "

@@ -28,6 +28,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from shoal.errors import UsageError
+
 if TYPE_CHECKING:
     from shoal.runtime.nodes import NodeMap
 
@@ -38,17 +40,17 @@ MARK = "SHOAL_THREADS"  # the share shoal set in VARIABLES (absent: any there ar
 _early: int | None = None  # the share set before any BLAS library loaded
 
 
-def _cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+def _share(ranks: int) -> int:
+    """Each of ``ranks`` ranks' share of the cores this process may run on (at least 1)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
         os.cpu_count() or 1)
+    return max(1, cores // ranks)
 
 
 def per_pe(nodes: NodeMap, pe: int) -> int:
     """The threads PE ``pe`` may use: the cores it may run on, shared by the PEs of its
     node."""
-    on_node = int((nodes.node == nodes.node[pe]).sum())
-    return max(1, _cores() // on_node)
+    return _share(int((nodes.node == nodes.node[pe]).sum()))
 
 
 def ranks_here(env: dict[str, str] | os._Environ[str]) -> int | None:
@@ -59,7 +61,6 @@ def ranks_here(env: dict[str, str] | os._Environ[str]) -> int | None:
             return int(env[name])
     tasks, node = env.get("SLURM_STEP_TASKS_PER_NODE"), env.get("SLURM_NODEID", "")
     if tasks and node.isdigit():
-        from shoal.errors import UsageError
         from shoal.placement import expand_cpus  # (the same "2(x3),1" form)
 
         try:
@@ -75,7 +76,7 @@ def share_cores(env: dict[str, str], ranks: int) -> dict[str, str]:
     of its cores (and :data:`MARK`), unless the user set any of them."""
     if any(v in env for v in VARIABLES):
         return env
-    n = str(max(1, _cores() // ranks))
+    n = str(_share(ranks))
     return {**env, **dict.fromkeys(VARIABLES, n), MARK: n}
 
 

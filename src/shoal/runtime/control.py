@@ -7,7 +7,8 @@ adjust and how to adjust them."
 A **control point** is a named parameter with an ordered list of candidate values, the one in
 force, and a note of its expected effect. A program registers its own in ``main``
 (``shoal.control_point(name, values, default)``) and reads ``point.value`` where it uses it;
-the runtime has built-in ones that ``shoal run --tune`` switches on (:data:`shoal.options.TUNABLE`):
+the runtime has built-in ones that ``shoal run --tune`` switches on
+(:data:`shoal.options.TUNABLE`):
 ``lb_every`` (balance at every k-th AtSync point; Charm++'s ``+LBPeriod``),
 ``lb_period`` (the seconds between periodic balancing steps) and ``agg_buffer`` (the items
 every aggregation buffer holds before it is sent, TRAM's buffer size: the root tells every
@@ -53,8 +54,6 @@ from typing import Any
 
 from shoal.errors import UsageError
 from shoal.options import TUNABLE
-
-# the built-in points: name -> (candidates, what they change)
 
 
 def young(cost: float, mtbf: float) -> float:
@@ -298,5 +297,3 @@ def builtin(name: str, apply: Callable[[Any], None], start: Any) -> ControlPoint
     if nearest != start:
         apply(nearest)
     return made
-
-

@@ -68,9 +68,9 @@ class ElementProxy:
         self._dst = (cid, index)  # both, for a send: one read
 
     # No __getattr__ at run time (a misspelt method is Python's AttributeError, which names
-    # the proxy class and the name): a class with one has every attribute
-    # read go through its hook, which Python 3.11 does not specialize, about 300
-    # instructions a read (``self.thisProxy[0].take(k)`` in an element: 9,129 -> 7,973,
+    # the proxy class and the name): a class with one has every attribute read go through
+    # its hook, which Python 3.11 does not specialize, about 300 instructions a read
+    # (``self.thisProxy[0].take(k)`` in an element: 9,129 -> 7,973,
     # benchmarks/runtime_instructions.py's ``index``)
     if TYPE_CHECKING:
         def __getattr__(self, name: str) -> Any: ...  # (entry methods are made at run time)
