@@ -51,7 +51,7 @@ def test_a_process_that_finds_the_function_being_compiled_waits_and_loads_it(tmp
     env = {**ENV, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
     first = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                              env=env)
-    path = compile_lock(type("F", (), {"__module__": "slowkern", "__qualname__": "big"}))
+    path = compile_lock("slowkern.big", "(int64,)")
     held = False
     while not held and first.poll() is None:  # until the first process holds the lock
         with open(path, "a") as lock:

@@ -11,14 +11,15 @@ the next process that loads that signature runs code compiled for other types
 ``flock`` of one lock file per machine and user around numba's cache load and save, so a
 load never sees half of another process's save and numbering is never lost.
 
-A cached function is also compiled by one process at a time, under a lock of its own
-(``_compile_once``): the others wait (at most ``COMPILE_WAIT``), then find it in the cache.
-Without it, every process that starts on a cold cache compiles it: the PEs of a job on a
-fresh install, a test worker and the example it runs. Two processes simulating gossip on a
-cold cache each spent 16.5 s of CPU compiling the simulator's kernel; with the lock, the
-second loads what the first saved. Functions without ``cache=True`` compile in parallel as
-before, as do different functions. Across nodes that share an install on NFS, flock may not
-reach the other nodes: compile once before a multi-node job (any run on one node does it).
+A cached function is also compiled for given argument types by one process at a time, under
+a lock of its own (``_compile_once``): the others wait (at most ``COMPILE_WAIT``), then
+find it in the cache. Without it, every process that starts on a cold cache compiles it:
+the PEs of a job on a fresh install, a test worker and the example it runs. Two processes
+simulating gossip on a cold cache each spent 16.5 s of CPU compiling the simulator's
+kernel; with the lock, the second loads what the first saved. Functions without
+``cache=True`` compile in parallel as before, as do different functions and the same
+function for other types. Across nodes that share an install on NFS, flock may not reach
+the other nodes: compile once before a multi-node job (any run on one node does it).
 
 Every shoal module imports ``njit`` from here, not from numba. The test suite compiles
 every kernel with bounds checks (``NUMBA_BOUNDSCHECK``, tests/conftest.py): an index out of
@@ -64,9 +65,13 @@ _COMPILING: set[str] = set()  # the compile locks this process holds (a nested c
 # the same function, as recursion can make, must not wait for itself)
 
 
-def compile_lock(func: Callable[..., Any]) -> str:
-    """The lock file under which the cached function ``func`` is compiled."""
-    name = hashlib.sha1(f"{func.__module__}.{func.__qualname__}".encode()).hexdigest()[:16]
+def compile_lock(func: str, sig: str) -> str:
+    """The lock file under which function ``func`` (``module.qualname``) is compiled for
+    the argument types ``sig`` (``str`` of numba's signature: ``(int64,)``). One per
+    signature: a process whose signature is in the cache must not wait while another
+    compiles the function for other types (a job's PE waited so for another test's long
+    compile, and its first checkpoint came after the failures the test injected)."""
+    name = hashlib.sha1(f"{func}{sig}".encode()).hexdigest()[:16]
     return os.path.join(tempfile.gettempdir(), f"shoal-numba-compile-{os.getuid()}-{name}.lock")
 
 
@@ -94,7 +99,8 @@ def _compile_once(method: Callable[..., Any]) -> Callable[..., Any]:
     def run(self: Any, sig: Any) -> Any:
         if isinstance(self._cache, caching.NullCache):  # (not cached: nothing to wait for)
             return method(self, sig)
-        path = compile_lock(self.py_func)
+        func = self.py_func
+        path = compile_lock(f"{func.__module__}.{func.__qualname__}", str(sig))
         if path in _COMPILING:
             return method(self, sig)
         with open(path, "a") as lock:
