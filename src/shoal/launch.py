@@ -162,7 +162,7 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
     ``name``: what a rank is called when it is named as killed (``PE``, ``rank``)."""
     if nprocs < 1:
         raise UsageError(f"run at least 1 rank (got -n {nprocs})")
-    env = _ranks_env(env, nprocs)
+    env = ranks_env(env, nprocs)
     launcher = mpiexec(env)
     srun = Path(launcher[0]).name == "srun"
     hosts, over = _placed(nprocs, env, exclude) if srun else (None, False)
@@ -211,12 +211,28 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
     return done
 
 
-def _ranks_env(env: dict | None, nprocs: int) -> dict[str, str]:
-    """The ranks' environment: ``env`` (None: this process's), with their share of this
-    host's cores for BLAS and OpenMP threads when they all run here (set before they load
-    numpy, :mod:`shoal.threads`)."""
+def ranks_env(env: dict | None, nprocs: int) -> dict[str, str]:
+    """The ranks' environment: ``env`` (None: this process's); when they all run on this
+    host, with their share of its cores for BLAS and OpenMP threads (set before they load
+    numpy, :mod:`shoal.threads`) and UCX kept to the loopback device
+    (:func:`_loopback_only`)."""
     env = {**(os.environ if env is None else env)}
-    return share_cores(env, nprocs) if ranks_share_this_host(env) else env
+    if not ranks_share_this_host(env):
+        return env
+    return _loopback_only(share_cores(env, nprocs))
+
+
+def _loopback_only(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with ``UCX_NET_DEVICES=lo`` unless the user chose UCX's devices or
+    transports. MPICH's UCX lists the host's network devices in ``MPI_Init`` and then opens
+    each: one removed in between (a container's veth, an emulated cluster's link) ends the
+    start with ``uct_iface_open(tcp/...) failed: No such device``. Starting 2 ranks while
+    veth pairs came and went in a loop failed 14 times in 351, and 0 in 375 with ``lo``
+    only. Ranks that share one host talk through shared memory and need no network
+    device."""
+    if any(v in env for v in ("UCX_NET_DEVICES", "UCX_TLS")):
+        return env
+    return {**env, "UCX_NET_DEVICES": "lo"}
 
 
 def _counted(hosts: list[str]) -> str:

@@ -6,15 +6,13 @@ the PE and the traceback) and PE 0 prints ``OK NAME`` plus, as a Python literal,
 the test compares."""
 
 import ast
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from shoal.launch import mpiexec
-from shoal.threads import share_cores
+from shoal.launch import mpiexec, ranks_env
 
 JOBS = Path(__file__).with_name("jobs")
 TIMEOUT = 120  # seconds for one job: its start-up takes 1-2 s
@@ -32,7 +30,7 @@ def run_job(job: str, ranks: int, *scenarios: str, shm: int | None = None,
     try:
         # killing mpiexec on a timeout makes its proxy end the ranks
         return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT,
-                              env=share_cores(dict(os.environ), ranks))  # as shoal run
+                              env=ranks_env(None, ranks))  # as shoal run
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr
         pytest.fail(f"{job} {' '.join(scenarios)} on {ranks} ranks did not finish within "

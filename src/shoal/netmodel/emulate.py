@@ -6,8 +6,8 @@ So k processes of node A sending to node B get min(R_N, k R_C), the premise of e
 Gropp16. mpiexec starts each rank inside its namespace through hydra's ssh launcher with a
 script that runs ``ip netns exec``; the root namespace reaches the routers through an
 unshaped control link (hydra's proxies connect back to mpiexec over it). MPICH's UCX netmod
-is told to use TCP only (``UCX_TLS=tcp,self``): otherwise it would take shared memory and
-bypass the shaped links.
+is told to use TCP only (``UCX_TLS=tcp,self``) on every device (whatever the caller's
+``UCX_NET_DEVICES``): otherwise it would take shared memory and bypass the shaped links.
 
 Needs root, ``ip`` and ``tc``. :class:`Cluster` is a context manager that removes everything
 it made, whatever happens.
@@ -161,7 +161,8 @@ class Cluster:
 
         return [*mpiexec(), "-launcher", "ssh", "-launcher-exec", str(self.launcher),
                 "-hosts", ",".join(self.hosts), "-iface", self.root_links[0],
-                "-genv", "UCX_TLS", "tcp,self", "-genv", "MPICH_CH4_NETMOD", "ucx"]
+                "-genv", "UCX_TLS", "tcp,self", "-genv", "UCX_NET_DEVICES", "all",
+                "-genv", "MPICH_CH4_NETMOD", "ucx"]
 
     def close(self) -> None:
         for link in self.root_links:
