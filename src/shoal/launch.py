@@ -173,7 +173,7 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
     env[LAUNCH_MARK] = marker
     home = JobDir.of(env)
     with _hostfile(hosts, env), removing_shm_leftovers(marker), subprocess.Popen(
-            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE if srun else None
+            [*_ORPHAN_GUARD, *cmd], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE if srun else None
             ) as job, _forward_signals(job):
         relay = _Relay(job.stdout, sys.stdout)
         errors = _Relay(job.stderr, sys.stderr, PMI_GARBLED, job.terminate) if srun else None
@@ -288,6 +288,14 @@ def _hostfile(hosts: list[str] | None, env: dict[str, str]) -> Iterator[None]:
         yield
     finally:
         os.unlink(path)
+
+
+# The launcher gets SIGTERM when this process dies, killed too (Linux's parent-death signal,
+# set by util-linux's setpriv before it runs the launcher): killed by SIGKILL (a user's or
+# a test's timeout), ``shoal run`` left mpiexec and its ranks running with nobody reading
+# their output, and ranks stuck in a collective each spun a core for good; SIGTERM makes
+# mpiexec end its ranks and srun its step.
+_ORPHAN_GUARD = ("setpriv", "--pdeathsig", "TERM", "--") if shutil.which("setpriv") else ()
 
 
 def _end(job: subprocess.Popen, srun: bool) -> None:

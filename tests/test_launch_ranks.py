@@ -1,0 +1,91 @@
+"""What shoal run's ranks get from it: on this host, UCX kept to the loopback device (a
+network device removed while MPICH's UCX starts ends MPI_Init), unless the user chose UCX's
+devices or transports, and nothing of the kind for ranks on other hosts; and an end when
+shoal run is killed, even by SIGKILL."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+from shoal.launch import HOST_LISTS, ranks_env
+
+PROGRAM = """
+import os
+from mpi4py import MPI
+c = MPI.COMM_WORLD
+got = c.gather((os.environ.get("UCX_NET_DEVICES"), os.environ.get("UCX_TLS")))
+total = c.allreduce(1)
+if c.rank == 0:
+    print("RESULT", sorted(set(got)), total)
+"""
+
+
+def test_ranks_on_this_host_use_the_loopback_device_unless_the_user_chose():
+    assert ranks_env({}, 2)["UCX_NET_DEVICES"] == "lo"
+    assert "UCX_NET_DEVICES" not in ranks_env({"UCX_TLS": "tcp,self"}, 2)
+    assert ranks_env({"UCX_NET_DEVICES": "eth1"}, 2)["UCX_NET_DEVICES"] == "eth1"
+    for hosts in HOST_LISTS:  # ranks on other hosts need their network
+        assert "UCX_NET_DEVICES" not in ranks_env({hosts: "n1,n2"}, 2)
+    assert "UCX_NET_DEVICES" not in ranks_env({"SLURM_JOB_NUM_NODES": "3"}, 2)
+
+
+def test_shoal_run_starts_ranks_with_loopback_only_or_the_users_choice(tmp_path):
+    prog = tmp_path / "env.py"
+    prog.write_text(PROGRAM)
+    for env, seen in (({}, "[('lo', None)] 3"),
+                      ({"UCX_TLS": "sm,self"}, "[(None, 'sm,self')] 3")):
+        clean = {k: v for k, v in os.environ.items()
+                 if not k.startswith("UCX_")}
+        out = subprocess.run([sys.executable, "-m", "shoal", "run", "-n", "3", str(prog)],
+                             capture_output=True, text=True, timeout=120,
+                             env={**clean, **env})
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert f"RESULT {seen}" in out.stdout, out.stdout
+
+
+STUCK = """
+import os, time
+from mpi4py import MPI
+c = MPI.COMM_WORLD
+print("PID", os.getpid(), flush=True)
+if c.rank == 0:
+    c.allreduce(1)  # the other rank never joins: rank 0 spins in MPI for good
+time.sleep(300)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_job_ends_when_shoal_run_is_killed_outright(tmp_path):
+    prog = tmp_path / "stuck.py"
+    prog.write_text(STUCK)
+    run = subprocess.Popen([sys.executable, "-m", "shoal", "run", "-n", "2", str(prog)],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    pids = []
+    try:
+        while len(pids) < 2:
+            line = run.stdout.readline()
+            assert line, "the job ended before its ranks started"
+            if line.startswith("PID "):
+                pids.append(int(line.split()[1]))
+        run.send_signal(signal.SIGKILL)  # as a timeout kills it: nothing can be forwarded
+        run.wait()
+        end = time.monotonic() + 30
+        while any(_alive(p) for p in pids) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not any(_alive(p) for p in pids), f"ranks {pids} outlived shoal run"
+    finally:
+        for p in pids:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+        run.kill()
+        run.wait()
