@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 
 import numba
 import numpy as np
@@ -202,3 +205,15 @@ def test_bit_identical_on_one_thread(name, monkeypatch):
     finally:
         numba.set_num_threads(threads)
     assert got == DIGESTS[name]
+
+
+def test_openmp_threads_sleep_between_regions_unless_the_user_chose():
+    """Spinning OpenMP threads took the cores a busy machine's simulation needed (module
+    doc): the module asks for passive waiting, and a user's own choice stays."""
+    code = "import os, shoal.gossip.simkernel; print(os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    for given, seen in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=env if given is None else {**env, "OMP_WAIT_POLICY": given},
+                             timeout=60, check=True)
+        assert out.stdout.strip() == seen
