@@ -47,10 +47,10 @@ def test_shoal_run_starts_ranks_with_loopback_only_or_the_users_choice(tmp_path)
 
 
 STUCK = """
-import os, time
+import os, sys, time
 from mpi4py import MPI
 c = MPI.COMM_WORLD
-print("PID", os.getpid(), flush=True)
+open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
 if c.rank == 0:
     c.allreduce(1)  # the other rank never joins: rank 0 spins in MPI for good
 time.sleep(300)
@@ -65,26 +65,29 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _until(done, what: str, seconds: float = 60) -> None:
+    end = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < end, what
+        time.sleep(0.1)
+
+
 def test_a_job_ends_when_shoal_run_is_killed_outright(tmp_path):
-    prog = tmp_path / "stuck.py"
+    prog, pids = tmp_path / "stuck.py", tmp_path / "pids"
     prog.write_text(STUCK)
-    run = subprocess.Popen([sys.executable, "-m", "shoal", "run", "-n", "2", str(prog)],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    pids = []
+    pids.mkdir()
+    run = subprocess.Popen([sys.executable, "-m", "shoal", "run", "-n", "2", str(prog),
+                            str(pids)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ranks: list[int] = []
     try:
-        while len(pids) < 2:
-            line = run.stdout.readline()
-            assert line, "the job ended before its ranks started"
-            if line.startswith("PID "):
-                pids.append(int(line.split()[1]))
+        _until(lambda: len(list(pids.iterdir())) == 2, "the ranks did not start")
+        ranks = [int(p.name) for p in pids.iterdir()]
         run.send_signal(signal.SIGKILL)  # as a timeout kills it: nothing can be forwarded
         run.wait()
-        end = time.monotonic() + 30
-        while any(_alive(p) for p in pids) and time.monotonic() < end:
-            time.sleep(0.2)
-        assert not any(_alive(p) for p in pids), f"ranks {pids} outlived shoal run"
+        _until(lambda: not any(_alive(p) for p in ranks), f"ranks {ranks} outlived shoal run",
+               30)
     finally:
-        for p in pids:
+        for p in ranks:
             if _alive(p):
                 os.kill(p, signal.SIGKILL)
         run.kill()

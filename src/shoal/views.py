@@ -175,8 +175,10 @@ def trace_profile(doc: Mapping[str, Any], bins: int | None = None) -> Profile:
     if not entries:
         raise UsageError("the trace holds no entry methods: nothing to profile")
     origin = min(float(e["ts"]) for e in entries)
-    ends = [float(e["ts"]) + float(e.get("dur", 0.0)) for e in events]
-    t1 = (max(ends) - origin) * 1e-6
+    # (each end from the origin, then its duration: ts + dur rounds to the ulp of ts, and a
+    # run shorter than that had a PE busy 113% of it)
+    ends = [(float(e["ts"]) - origin) + float(e.get("dur", 0.0)) for e in events]
+    t1 = max(ends) * 1e-6
     totals: dict[str, float] = {}
     for e in entries:
         totals[e["name"]] = totals.get(e["name"], 0.0) + float(e["dur"])
