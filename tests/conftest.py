@@ -8,7 +8,7 @@
   and cleans up after itself): a test's end waits only for the exiting ranks of its own
   worker's jobs, not for the 2 s grace on every segment that the other worker's (or
   another user's) running job created meanwhile.
-- Parallel runs (``make test`` runs ``pytest -n 2 --dist loadscope
+- Parallel runs (``make test`` runs ``pytest -n 3 --dist loadscope
   --no-loadscope-reorder``): the tests of one file run on one worker, in order (their
   module fixtures start one job for several tests), the files that bring up network
   namespaces and Slurm share one group (never two emulated clusters at once), and the
