@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 
-
 from shoal.launch import HOST_LISTS, ranks_env
 
 PROGRAM = """

@@ -173,8 +173,8 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
     env[LAUNCH_MARK] = marker
     home = JobDir.of(env)
     with _hostfile(hosts, env), removing_shm_leftovers(marker), subprocess.Popen(
-            [*_ORPHAN_GUARD, *cmd], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE if srun else None
-            ) as job, _forward_signals(job):
+            [*_ORPHAN_GUARD, *cmd], env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if srun else None) as job, _forward_signals(job):
         relay = _Relay(job.stdout, sys.stdout)
         errors = _Relay(job.stderr, sys.stderr, PMI_GARBLED, job.terminate) if srun else None
         deaths = None if home is None else _Deaths(home, env.get(KILL_ENV, ""))
