@@ -77,7 +77,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 # Ranks this suite starts by mpiexec keep UCX to the loopback device, as shoal run's on one
 # host do (launch.ranks_env): the suite's emulated clusters add and remove network devices
 # while other tests start ranks, and a device removed while UCX opens it ends MPI_Init.
-os.environ.setdefault("UCX_NET_DEVICES", "lo")
+# (The multi-node tests take it out of their jobs' environment.)
+if "UCX_TLS" not in os.environ:
+    os.environ.setdefault("UCX_NET_DEVICES", "lo")
 
 # the jobs this worker's tests start inherit the mark (shoal run's own jobs get their own)
 MARK = os.environ[LAUNCH_MARK] = f"pytest-{os.getpid()}"

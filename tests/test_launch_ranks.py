@@ -9,7 +9,9 @@ import subprocess
 import sys
 import time
 
-from shoal.launch import HOST_LISTS, ranks_env
+import pytest
+
+from shoal.launch import HOST_LISTS, _orphan_guard, ranks_env
 
 PROGRAM = """
 import os
@@ -29,6 +31,16 @@ def test_ranks_on_this_host_use_the_loopback_device_unless_the_user_chose():
     for hosts in HOST_LISTS:  # ranks on other hosts need their network
         assert "UCX_NET_DEVICES" not in ranks_env({hosts: "n1,n2"}, 2)
     assert "UCX_NET_DEVICES" not in ranks_env({"SLURM_JOB_NUM_NODES": "3"}, 2)
+
+
+def test_a_launcher_that_is_not_there_is_a_usage_error(tmp_path):
+    prog = tmp_path / "env.py"
+    prog.write_text(PROGRAM)
+    out = subprocess.run([sys.executable, "-m", "shoal", "run", "-n", "2", str(prog)],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "SHOAL_MPIEXEC": str(tmp_path / "mpiexec")})
+    assert out.returncode == 2, out.stderr
+    assert "the MPI launcher" in out.stderr and "is not found" in out.stderr, out.stderr
 
 
 def test_shoal_run_starts_ranks_with_loopback_only_or_the_users_choice(tmp_path):
@@ -71,12 +83,15 @@ def _until(done, what: str, seconds: float = 60) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.skipif(not _orphan_guard(), reason="no setpriv with --pdeathsig here "
+                    "(util-linux 2.33 or later): a shoal run killed outright leaves its job")
 def test_a_job_ends_when_shoal_run_is_killed_outright(tmp_path):
     prog, pids = tmp_path / "stuck.py", tmp_path / "pids"
     prog.write_text(STUCK)
     pids.mkdir()
-    run = subprocess.Popen([sys.executable, "-m", "shoal", "run", "-n", "2", str(prog),
-                            str(pids)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = subprocess.Popen([sys.executable, "-m", "shoal", "run", "-n", "2", "--jobdir",
+                            str(tmp_path / "job"), str(prog), str(pids)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ranks: list[int] = []
     try:
         _until(lambda: len(list(pids.iterdir())) == 2, "the ranks did not start")

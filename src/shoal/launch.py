@@ -25,6 +25,7 @@ signal it prints
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import select
@@ -54,7 +55,10 @@ SHM_GRACE = 2.0  # seconds to wait for the exiting ranks of a dead job to releas
 SHM_SETTLE = 1.0  # seconds: a younger file nobody maps may be a starting job's (created, not
 # yet mapped by its ranks), and is looked at again rather than removed
 LAUNCH_MARK = "SHOAL_LAUNCH"  # in the environment of the ranks of one run_ranks job
-HOST_LISTS = ("HYDRA_HOST_FILE", "PBS_NODEFILE", "LSB_HOSTS")
+# the host lists hydra reads from a batch system's environment (its own, PBS/Torque, LSF,
+# SGE, Cobalt): where one is set, its mpiexec may place ranks on other hosts
+HOST_LISTS = ("HYDRA_HOST_FILE", "PBS_NODEFILE", "LSB_HOSTS", "LSB_MCPU_HOSTS", "PE_HOSTFILE",
+              "COBALT_NODEFILE")
 LAUNCHER_ENV = "SHOAL_MPIEXEC"
 SRUN = ("--mpi=pmi2", "--kill-on-bad-exit=1")
 """srun's flags for shoal's ranks: the PMI of the embedded MPICH (without it, or with PMIx,
@@ -95,6 +99,15 @@ def mpiexec(environ: dict[str, str] | None = None) -> list[str]:
         raise UsageError("no mpiexec found: install shoal with its embedded MPI "
                          "(pip install shoal pulls the mpich wheel) or set SHOAL_MPIEXEC")
     return [found]
+
+
+def _launcher(env: dict[str, str]) -> list[str]:
+    """:func:`mpiexec` for the ranks' environment ``env``, checked to be there."""
+    launcher = mpiexec(env)
+    if shutil.which(launcher[0], path=env.get("PATH")) is None:
+        raise UsageError(f"the MPI launcher {launcher[0]!r} is not found (on the PATH of the "
+                         f"ranks' environment): install it or set {LAUNCHER_ENV}")
+    return launcher
 
 
 def ft_environment() -> dict[str, str]:
@@ -163,7 +176,7 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
     if nprocs < 1:
         raise UsageError(f"run at least 1 rank (got -n {nprocs})")
     env = ranks_env(env, nprocs)
-    launcher = mpiexec(env)
+    launcher = _launcher(env)
     srun = Path(launcher[0]).name == "srun"
     hosts, over = _placed(nprocs, env, exclude) if srun else (None, False)
     if hosts is not None:
@@ -173,7 +186,7 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
     env[LAUNCH_MARK] = marker
     home = JobDir.of(env)
     with _hostfile(hosts, env), removing_shm_leftovers(marker), subprocess.Popen(
-            [*_ORPHAN_GUARD, *cmd], env=env, stdout=subprocess.PIPE,
+            [*_orphan_guard(), *cmd], env=env, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE if srun else None) as job, _forward_signals(job):
         relay = _Relay(job.stdout, sys.stdout)
         errors = _Relay(job.stderr, sys.stderr, PMI_GARBLED, job.terminate) if srun else None
@@ -290,12 +303,24 @@ def _hostfile(hosts: list[str] | None, env: dict[str, str]) -> Iterator[None]:
         os.unlink(path)
 
 
-# The launcher gets SIGTERM when this process dies, killed too (Linux's parent-death signal,
-# set by util-linux's setpriv before it runs the launcher): killed by SIGKILL (a user's or
-# a test's timeout), ``shoal run`` left mpiexec and its ranks running with nobody reading
-# their output, and ranks stuck in a collective each spun a core for good; SIGTERM makes
-# mpiexec end its ranks and srun its step.
-_ORPHAN_GUARD = ("setpriv", "--pdeathsig", "TERM", "--") if shutil.which("setpriv") else ()
+@functools.cache
+def _orphan_guard() -> tuple[str, ...]:
+    """What the launcher command starts with so that it gets SIGTERM when this process
+    dies, killed too: util-linux's ``setpriv --pdeathsig TERM --`` (Linux's parent-death
+    signal), where a ``setpriv`` that knows the option runs (util-linux 2.33 and later;
+    tried once), else nothing. Killed by SIGKILL (a user's or a test's timeout), ``shoal
+    run`` left mpiexec and its ranks running with nobody reading their output, and ranks
+    stuck in a collective each spun a core for good; SIGTERM makes mpiexec end its ranks
+    and srun its step."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return ()
+    guard = (setpriv, "--pdeathsig", "TERM", "--")
+    try:
+        ok = subprocess.run([*guard, "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return guard if ok else ()
 
 
 def _end(job: subprocess.Popen, srun: bool) -> None:

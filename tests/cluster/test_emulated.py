@@ -74,8 +74,9 @@ def cluster():
 
 
 def slurm(cluster, *argv, timeout=T, **kwargs):
+    env = {k: v for k, v in os.environ.items() if k != "UCX_NET_DEVICES"}  # (conftest's)
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **cluster.env()}, **kwargs)
+                          env={**env, **cluster.env()}, **kwargs)
 
 
 def in_node(cluster, node, *argv, timeout=T):
