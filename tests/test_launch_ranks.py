@@ -83,6 +83,14 @@ def _until(done, what: str, seconds: float = 60) -> None:
         time.sleep(0.1)
 
 
+def test_no_guard_where_setpriv_lacks_the_option(tmp_path, monkeypatch):
+    old = tmp_path / "setpriv"  # as util-linux 2.32's: no --pdeathsig
+    old.write_text("#!/bin/sh\necho \"setpriv: unrecognized option '$1'\" >&2\nexit 1\n")
+    old.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert _orphan_guard.__wrapped__() == ()
+
+
 @pytest.mark.skipif(not _orphan_guard(), reason="no setpriv with --pdeathsig here "
                     "(util-linux 2.33 or later): a shoal run killed outright leaves its job")
 def test_a_job_ends_when_shoal_run_is_killed_outright(tmp_path):

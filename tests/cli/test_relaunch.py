@@ -115,7 +115,9 @@ def test_any_spelling_of_n_stays_with_the_launcher(monkeypatch, form):
 
 
 def test_defaults_stay_defaults_on_the_ranks(monkeypatch):
-    monkeypatch.setenv("SHOAL_MPIEXEC", "mpiexec")  # a launcher that may span two nodes
+    # a launcher of the user's, which may span two nodes (one that is there: run_ranks
+    # checks)
+    monkeypatch.setenv("SHOAL_MPIEXEC", str(launch._wheel_mpiexec()))
     ranks = launched(monkeypatch, ["netmodel", "bench", "-n", "2"], "2")
     assert ranks == ["netmodel", "bench"]
 
