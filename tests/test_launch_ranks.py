@@ -12,6 +12,7 @@ import time
 import pytest
 
 from shoal.launch import HOST_LISTS, _orphan_guard, ranks_env
+from shoal.netns import alive
 
 PROGRAM = """
 import os
@@ -68,14 +69,6 @@ time.sleep(300)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def _until(done, what: str, seconds: float = 60) -> None:
     end = time.monotonic() + seconds
     while not done():
@@ -106,11 +99,11 @@ def test_a_job_ends_when_shoal_run_is_killed_outright(tmp_path):
         ranks = [int(p.name) for p in pids.iterdir()]
         run.send_signal(signal.SIGKILL)  # as a timeout kills it: nothing can be forwarded
         run.wait()
-        _until(lambda: not any(_alive(p) for p in ranks), f"ranks {ranks} outlived shoal run",
+        _until(lambda: not any(alive(p) for p in ranks), f"ranks {ranks} outlived shoal run",
                30)
     finally:
         for p in ranks:
-            if _alive(p):
+            if alive(p):
                 os.kill(p, signal.SIGKILL)
         run.kill()
         run.wait()

@@ -228,14 +228,14 @@ def ranks_env(env: dict | None, nprocs: int) -> dict[str, str]:
     """The ranks' environment: ``env`` (None: this process's); when they all run on this
     host, with their share of its cores for BLAS and OpenMP threads (set before they load
     numpy, :mod:`shoal.threads`) and UCX kept to the loopback device
-    (:func:`_loopback_only`)."""
+    (:func:`loopback_only`)."""
     env = {**(os.environ if env is None else env)}
     if not ranks_share_this_host(env):
         return env
-    return _loopback_only(share_cores(env, nprocs))
+    return loopback_only(share_cores(env, nprocs))
 
 
-def _loopback_only(env: dict[str, str]) -> dict[str, str]:
+def loopback_only(env: dict[str, str]) -> dict[str, str]:
     """``env`` with ``UCX_NET_DEVICES=lo`` unless the user chose UCX's devices or
     transports. MPICH's UCX lists the host's network devices in ``MPI_Init`` and then opens
     each: one removed in between (a container's veth, an emulated cluster's link) ends the
