@@ -4,11 +4,11 @@
 An at_sync array of 8 elements, block mapped (PE 0 holds the first 4), whose first 3
 elements work 6 times the others' CPU time (which the balancer weighs: ``cpu_stats``);
 iterations of at_sync() and a sum reduction for about SECONDS (``shoal run --lb`` decides
-what the AtSync points do: ``--lb none`` resumes at once). ``checkpoint DIR``: one checkpoint into DIR halfway. At the end every
-PE's ``shoal.stats()`` (entry seconds of its elements, idle seconds) and PE 0's
-``shoal.lb_history()`` go to OUT.json. ``plain``: no at_sync, main calls
-``shoal.iteration()`` after each iteration, where ``shoal ctl`` resizes the job; resized, it
-runs SECONDS again on the array it had."""
+what the AtSync points do: ``--lb none`` resumes at once). ``checkpoint DIR``: one
+checkpoint into DIR halfway. At the end every PE's ``shoal.stats()`` (entry seconds of its
+elements, idle seconds) and PE 0's ``shoal.lb_history()`` go to OUT.json. ``plain``: no
+at_sync, main calls ``shoal.iteration()`` after each iteration, where ``shoal ctl`` resizes
+the job; resized, it runs SECONDS again on the array it had."""
 
 import json
 import sys
