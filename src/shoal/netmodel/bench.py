@@ -95,10 +95,8 @@ def run(comm, ks: list[int], sizes: list[int], repeat: int = 5, mode: str = "pin
         raise UsageError(f"mode must be one of {', '.join(MODES)}")
     node, _ = layout(comm, pseudo)
     nodes, side_a, side_b = _sides(node, ks)
-    rows = []
-    for k in ks:
-        rows += _measure_pairs(comm, list(zip(side_a[:k], side_b[:k], strict=True)), sizes,
-                               repeat, mode, min_time)
+    rows = _measure(comm, [list(zip(side_a[:k], side_b[:k], strict=True)) for k in ks], sizes,
+                    repeat, mode, min_time)
     hosts = sorted(set(comm.allgather(MPI.Get_processor_name())))
     gathered = comm.gather(rows, root=0)
     if comm.Get_rank() != 0:
@@ -137,33 +135,56 @@ def _sides(node: np.ndarray, ks: list[int]) -> tuple[list, list[int], list[int]]
     return nodes, side_a, side_b
 
 
-def _measure_pairs(comm, pairs: list[tuple[int, int]], sizes: list[int], repeat: int,
-                   mode: str, min_time: float) -> list[tuple]:
-    """All ``pairs`` exchange messages of every size at once; returns this rank's rows
-    (k, n, repetition, seconds), none if it is in no pair. Collective over ``comm``."""
+class _Point:
+    """One (k, n) measurement of this rank: its partner, buffers and calibrated count."""
+
+    def __init__(self, pairs: list[tuple[int, int]], sub, rank: int, n: int):
+        mine = [(p, q) for p, q in pairs if rank in (p, q)]
+        self.k, self.n, self.sub = len(pairs), n, sub
+        self.active = bool(mine)
+        if self.active:
+            p, q = mine[0]
+            self.partner, self.first = (q, True) if p == rank else (p, False)
+            self.buf, self.ack = np.zeros(n, np.uint8), np.zeros(0, np.uint8)
+        self.iters = 1
+
+    def exchange(self, comm, iters: int, mode: str) -> float:
+        return _exchange(comm, self.sub, self.buf, self.ack, self.partner, self.first, iters,
+                         mode)
+
+
+def _measure(comm, all_pairs: list[list[tuple[int, int]]], sizes: list[int], repeat: int,
+             mode: str, min_time: float) -> list[tuple]:
+    """Every set of pairs exchanges messages of every size, its pairs all at once; returns
+    this rank's rows (k, n, repetition, seconds). Collective over ``comm``.
+
+    A first pass warms each (k, n) up and sets its count of messages to last ``min_time``;
+    then each repetition visits every (k, n) in turn. A burst of load on a shared machine thus
+    slows one repetition of several points rather than every repetition of one point, and the
+    best of the repetitions (what the fit uses) stays true."""
     from mpi4py import MPI
 
     rank = comm.Get_rank()
-    k = len(pairs)
-    mine = [(p, q) for p, q in pairs if rank in (p, q)]
-    sub = comm.Split(0 if mine else MPI.UNDEFINED, rank)
+    subs, points = [], []
+    for pairs in all_pairs:
+        sub = comm.Split(0 if any(rank in pq for pq in pairs) else MPI.UNDEFINED, rank)
+        subs.append(sub)
+        points += [_Point(pairs, sub, rank, n) for n in sizes]
     rows = []
-    for n in sizes:
-        sleeping_barrier(comm)
-        if not mine:
-            continue
-        partner = mine[0][1] if mine[0][0] == rank else mine[0][0]
-        first = mine[0][0] == rank
-        buf = np.zeros(n, np.uint8)
-        ack = np.zeros(0, np.uint8)
-        one = _exchange(comm, sub, buf, ack, partner, first, 1, mode)  # warm-up
-        iters = max(1, min(10000, math.ceil(min_time / max(one, 1e-7))))
-        _exchange(comm, sub, buf, ack, partner, first, iters, mode)
-        for r in range(repeat):
-            t = _exchange(comm, sub, buf, ack, partner, first, iters, mode)
-            rows.append((k, n, r, t))
-    if sub != MPI.COMM_NULL:
-        sub.Free()
+    for r in range(-1, repeat):  # -1: warm-up and calibration
+        for pt in points:
+            sleeping_barrier(comm)
+            if not pt.active:
+                continue
+            if r < 0:
+                one = pt.exchange(comm, 1, mode)
+                pt.iters = max(1, min(10000, math.ceil(min_time / max(one, 1e-7))))
+                pt.exchange(comm, pt.iters, mode)
+            else:
+                rows.append((pt.k, pt.n, r, pt.exchange(comm, pt.iters, mode)))
+    for sub in subs:
+        if sub != MPI.COMM_NULL:
+            sub.Free()
     return rows
 
 
