@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import shoal
+from shoal.jobdir import ENV as JOBDIR_ENV
 
 SRC = str(Path(shoal.__file__).parents[1])
 
@@ -139,7 +140,10 @@ def test_a_killed_rank_of_the_gossip_service_is_named_by_rank_and_host(tmp_path)
             return [int(p) for p in out.stdout.split()]
 
         _wait(lambda: _proxy_of(run.pid) and len(ranks()) == 3, "three ranks started")
-        time.sleep(1.0)  # (each has noted itself)
+        # each notes itself in the job directory once MPI is up (a loaded machine takes
+        # seconds): the directory is in the ranks' environment
+        pes = _jobdir_of(sorted(ranks())[0]) / "pes"
+        _wait(lambda: len(list(pes.glob("[0-9]*@*"))) == 3, "every rank noted itself")
         os.kill(sorted(ranks())[1], signal.SIGKILL)
         _, err = run.communicate(timeout=60)
     finally:
@@ -148,6 +152,15 @@ def test_a_killed_rank_of_the_gossip_service_is_named_by_rank_and_host(tmp_path)
             run.wait()
     said = [ln for ln in err.splitlines() if "died first" in ln or "was killed by" in ln]
     assert len(said) == 1 and said[0].startswith("shoal: rank ") and "(host " in said[0], err
+
+
+def _jobdir_of(pid: int) -> Path:
+    """The job directory of the rank ``pid`` (``SHOAL_JOBDIR`` in its environment)."""
+    for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+        name, _, value = item.partition(b"=")
+        if name == JOBDIR_ENV.encode():
+            return Path(value.decode())
+    pytest.fail(f"rank {pid} has no {JOBDIR_ENV} in its environment")
 
 
 def _proxy_of(pid: int) -> int:
