@@ -70,12 +70,15 @@ def test_a_shrink_below_a_group_on_some_pes_is_refused_and_the_job_goes_on(plain
     refused by the job itself, shoal ctl says why (exit 2), and the job ends on 3 PEs as
     if nothing had been asked."""
     home = tmp_path / "job"
+    hold = tmp_path / "asked"  # (the job goes on until the request was answered: HOLD)
     job = subprocess.Popen([sys.executable, "-m", "shoal", "run", "-n", "3", "--jobdir",
                             str(home), str(JOB), "grouped", STEPS],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=dict(os.environ, HOLD=str(hold)))
     try:
         wait_running(home, 3, job)
         out = ctl(home, "shrink", 2)
+        hold.touch()
         assert out.returncode == 2, out.stderr
         assert "Member on PEs [2] need 3 PEs" in out.stderr, out.stderr
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
