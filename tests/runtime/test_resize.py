@@ -84,6 +84,7 @@ def test_a_shrink_below_a_group_on_some_pes_is_refused_and_the_job_goes_on(plain
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
         stdout, stderr = job.communicate(timeout=4 * TIMEOUT)
     finally:
+        hold.touch()  # (whatever failed: the held job may end)
         job.kill()
     assert job.returncode == 0, stderr[-3000:]
     got = result(stdout)
@@ -108,13 +109,15 @@ def test_a_job_shrunk_then_expanded_while_it_runs_ends_bit_identical(plain, tmp_
         for command, pes in (("shrink", 2), ("expand", 3)):
             out = ctl(home, command, pes)
             if out.returncode != 0:
+                hold.touch()
                 job.kill()
-                pytest.fail(f"{out.stderr}the job said: {job.communicate()}")
+                pytest.fail(f"{out.stderr}the job said: {job.communicate(timeout=60)}")
             assert f"{command} from {5 - pes} to {pes} PEs in" in out.stdout
             assert ranks(JOB, home) == pes  # the old launch's processes are gone
         hold.touch()
         stdout, stderr = job.communicate(timeout=4 * TIMEOUT)
     finally:
+        hold.touch()  # (whatever failed: the held job may end)
         job.kill()
     assert job.returncode == 0, stderr[-3000:]
     got = result(stdout)

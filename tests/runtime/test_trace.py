@@ -50,9 +50,11 @@ def test_loads_per_iteration_add_up_to_the_entry_methods_time(traced):
     entries = [e for e in doc["traceEvents"] if e["cat"] == "entry" and e["ts"] <= edges[-1]]
     assert loads.sum() == pytest.approx(sum(e["dur"] for e in entries) * 1e-6)
     assert np.all(np.diff(edges) > 0)
-    # the heavy workers start on PE 0: its first iteration is the heavier one (52 ms
-    # against 12 on a quiet machine; the loads are wall time, and a loaded suite, whose
-    # other work preempted PE 1's short entries, measured 52 against 44)
+    # the heavy workers (the first 8) start on PE 0, and its first iteration is the heavier
+    # one (52 ms against 12 on a quiet machine; the loads are wall time, and a loaded
+    # suite, whose other work preempted PE 1's short entries, measured 52 against 44)
+    start = [e for e in doc["traceEvents"] if e["name"] == "Worker.start"]
+    assert {e["pid"] for e in start if e["args"]["index"][0] < 8} == {0}
     assert loads[0, 0] > loads[0, 1]
 
 

@@ -137,21 +137,19 @@ def _sides(node: np.ndarray, ks: list[int]) -> tuple[list, list[int], list[int]]
 
 
 class _Point:
-    """One (k, n) measurement of this rank: its partner, buffer and calibrated count. The
-    points of one size share a buffer (``bufs``): a rank holds one buffer of each size, not
-    one per point (sizes 1B:4MiB take 8 MiB however many k are measured)."""
+    """One (k, n) measurement of this rank: its partner, buffer and calibrated count. Every
+    point's buffer is the first ``n`` bytes of ``big``, the rank's one buffer of the largest
+    size (the memory ``shoal netmodel bench`` checks for)."""
 
     def __init__(self, pairs: list[tuple[int, int]], sub, rank: int, n: int,
-                 bufs: dict[int, np.ndarray]):
+                 big: np.ndarray):
         mine = [(p, q) for p, q in pairs if rank in (p, q)]
         self.k, self.n, self.sub = len(pairs), n, sub
         self.active = bool(mine)
         if self.active:
             p, q = mine[0]
             self.partner, self.first = (q, True) if p == rank else (p, False)
-            if n not in bufs:
-                bufs[n] = np.zeros(n, np.uint8)
-            self.buf = bufs[n]
+            self.buf = big[:n]
         self.iters = 1
 
     def exchange(self, comm, iters: int, mode: str) -> float:
@@ -171,11 +169,11 @@ def _measure(comm, all_pairs: list[list[tuple[int, int]]], sizes: list[int], rep
 
     rank = comm.Get_rank()
     subs, points = [], []
-    bufs: dict[int, np.ndarray] = {}
+    big = np.zeros(max(sizes), np.uint8)
     for pairs in all_pairs:
         sub = comm.Split(0 if any(rank in pq for pq in pairs) else MPI.UNDEFINED, rank)
         subs.append(sub)
-        points += [_Point(pairs, sub, rank, n, bufs) for n in sizes]
+        points += [_Point(pairs, sub, rank, n, big) for n in sizes]
     rows = []
     for r in range(-1, repeat):  # -1: warm-up and calibration
         for pt in points:

@@ -10,9 +10,10 @@ iterations and calls ``shoal.iteration(state)`` between them. Both are determini
 digest of the final blocks is the same whatever PE count, balancing or restarts.
 ``grouped``: ``iter`` beside a group on the last PE only.
 
-With ``HOLD=FILE`` in the environment, ``sync`` and ``iter`` go on past their last step,
-passing consistent points without changing anything, until FILE exists (test_resize: the
-job cannot end before its resizes are served, however slow the machine).
+With ``HOLD=FILE`` in the environment, ``sync``, ``iter`` and ``grouped`` go on past their
+last step, passing consistent points without changing anything, until FILE exists
+(test_resize: the job cannot end before its resizes are served or refused, however slow
+the machine).
 """
 
 import hashlib
