@@ -7,9 +7,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
+from polling import until
 
 from shoal.launch import HOST_LISTS, _orphan_guard, ranks_env
 from shoal.netns import alive
@@ -69,13 +69,6 @@ time.sleep(300)
 """
 
 
-def _until(done, what: str, seconds: float = 60) -> None:
-    end = time.monotonic() + seconds
-    while not done():
-        assert time.monotonic() < end, what
-        time.sleep(0.1)
-
-
 def test_no_guard_where_setpriv_lacks_the_option(tmp_path, monkeypatch):
     old = tmp_path / "setpriv"  # as util-linux 2.32's: no --pdeathsig
     old.write_text("#!/bin/sh\necho \"setpriv: unrecognized option '$1'\" >&2\nexit 1\n")
@@ -95,12 +88,12 @@ def test_a_job_ends_when_shoal_run_is_killed_outright(tmp_path):
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ranks: list[int] = []
     try:
-        _until(lambda: len(list(pids.iterdir())) == 2, "the ranks did not start")
+        until(lambda: len(list(pids.iterdir())) == 2, "both ranks started")
         ranks = [int(p.name) for p in pids.iterdir()]
         run.send_signal(signal.SIGKILL)  # as a timeout kills it: nothing can be forwarded
         run.wait()
-        _until(lambda: not any(alive(p) for p in ranks), f"ranks {ranks} outlived shoal run",
-               30)
+        until(lambda: not any(alive(p) for p in ranks), f"ranks {ranks} ended after shoal run",
+              30)
     finally:
         for p in ranks:
             if alive(p):

@@ -4,32 +4,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from polling import until
 
 import shoal
 from shoal.jobdir import ENV as JOBDIR_ENV
+from shoal.netns import alive
 
 SRC = str(Path(shoal.__file__).parents[1])
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    with open(f"/proc/{pid}/stat") as f:  # a zombie waiting for its parent is gone too
-        return f.read().split(") ")[-1].startswith("Z")
-
-
-def _wait(cond, what: str, limit: float = 60.0) -> None:
-    deadline = time.monotonic() + limit
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} within {limit:.0f} s")
-        time.sleep(0.1)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -42,17 +26,17 @@ def test_a_signal_to_shoal_run_ends_every_rank(tmp_path, sig):
     run = subprocess.Popen([sys.executable, "-m", "shoal", "run", "-n", "2", str(prog)],
                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        _wait(lambda: len(list(tmp_path.glob("pid*"))) == 2, "both ranks started")
+        until(lambda: len(list(tmp_path.glob("pid*"))) == 2, "both ranks started")
         pids = [int(p.name[3:]) for p in tmp_path.glob("pid*")]
         run.send_signal(sig)
         assert run.wait(timeout=60) != 0
-        _wait(lambda: all(_gone(p) for p in pids), "every rank ended")
+        until(lambda: not any(alive(p) for p in pids), "every rank ended")
     finally:
         if run.poll() is None:
             run.kill()
             run.wait()
         for p in tmp_path.glob("pid*"):
-            if not _gone(int(p.name[3:])):
+            if alive(int(p.name[3:])):
                 os.kill(int(p.name[3:]), signal.SIGKILL)
 
 
@@ -116,7 +100,7 @@ def test_a_rank_killed_from_outside_on_4_pes_is_named(tmp_path):
         def notes() -> dict[str, Path]:  # (not the hidden files of a note being written)
             return {p.read_text().strip(): p for p in (home / "pes").glob("[0-9]*@*")}
 
-        _wait(lambda: len(notes()) == 4, "every PE noted itself")
+        until(lambda: len(notes()) == 4, "every PE noted itself")
         note = notes()["2"]
         os.kill(int(note.name.split("@")[0]), signal.SIGKILL)
         _, err = run.communicate(timeout=60)
@@ -139,11 +123,11 @@ def test_a_killed_rank_of_the_gossip_service_is_named_by_rank_and_host(tmp_path)
                                   "shoal gossip run"], capture_output=True, text=True)
             return [int(p) for p in out.stdout.split()]
 
-        _wait(lambda: _proxy_of(run.pid) and len(ranks()) == 3, "three ranks started")
+        until(lambda: _proxy_of(run.pid) and len(ranks()) == 3, "three ranks started")
         # each notes itself in the job directory once MPI is up (a loaded machine takes
         # seconds): the directory is in the ranks' environment
         pes = _jobdir_of(sorted(ranks())[0]) / "pes"
-        _wait(lambda: len(list(pes.glob("[0-9]*@*"))) == 3, "every rank noted itself")
+        until(lambda: len(list(pes.glob("[0-9]*@*"))) == 3, "every rank noted itself")
         os.kill(sorted(ranks())[1], signal.SIGKILL)
         _, err = run.communicate(timeout=60)
     finally:

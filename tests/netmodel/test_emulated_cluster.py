@@ -25,7 +25,8 @@ def test_max_rate_fit_recovers_the_shaped_rates(tmp_path):
     # everything it made is gone
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(ns in listed for ns in names)
-    (reg,) = analyse(read_csv(csv), thresholds=[])
+    measured = read_csv(csv)
+    (reg,) = analyse(measured, thresholds=[])
     p = reg.fits["maxrate"].model.params
     assert p["rc"] == pytest.approx(RC, rel=0.15)
     assert p["rn"] == pytest.approx(RN, rel=0.15)
@@ -33,7 +34,7 @@ def test_max_rate_fit_recovers_the_shaped_rates(tmp_path):
     # machine (error sums 0.02 against 2.5 and more), 9.9x in a fresh clone's suite, 4.05x
     # in a CI suite (0.57 against 2.32, the repetitions of each point then measured in a
     # row: a burst of load could slow all of one point's)
-    best = read_csv(csv).reduce("best")
+    best = measured.reduce("best")
     points = [(int(k), int(n), f"{t * 1e3:.2f} ms") for k, n, t in zip(best.k, best.n, best.t,
                                                                          strict=True)]
     for postal in ("postal_one", "postal_max", "postal_all"):
