@@ -1,7 +1,8 @@
 """Builds the runtime's hot modules with mypyc (pyproject.toml has everything else).
 
 The modules of ``shoal._compiled.MODULES`` become C extensions, compiled by the machine's C
-compiler at install; their ``.py`` files are installed too. Without a working compiler or
+compiler at install; their ``.py`` files are installed too. ``shoal._compiled.DIRECT`` is C
+of shoal's own (the small envelope's way by MPI's calls), built beside them. Without a working compiler or
 mypyc, with ``SHOAL_PURE=1``, or when the build fails, shoal installs as pure Python and says
 so: the install never fails for the sake of speed. See docs/compiled.md.
 """
@@ -9,7 +10,7 @@ so: the install never fails for the sake of speed. See docs/compiled.md.
 import runpy
 import sys
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 compiled = runpy.run_path("src/shoal/_compiled.py")
@@ -40,6 +41,13 @@ def _extensions() -> list:
     if compiled["pure_requested"]():
         _say(f"{compiled['PURE_ENV']}=1")
         return []
+    # the small envelope's way by MPI's own calls (plain C, no MPI header: it finds the MPI
+    # library mpi4py loaded at run time)
+    direct = compiled["DIRECT"]
+    return [Extension(direct, ["src/" + direct.replace(".", "/") + ".c"]), *_mypyc()]
+
+
+def _mypyc() -> list:
     try:
         from mypyc.build import mypycify
     except ImportError:

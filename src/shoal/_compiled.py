@@ -17,6 +17,7 @@ import importlib.util
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 PURE_ENV = "SHOAL_PURE"
 # the hot path of a message (docs/compiled.md says what each gains); compiled as one group
@@ -29,6 +30,8 @@ MODULES = (
     "shoal.runtime.wire.transport",
     "shoal.runtime.pe",
 )
+# C of shoal's own, no Python source: small envelopes by the MPI library's calls (its .c file)
+DIRECT = "shoal.runtime.wire._direct"
 
 
 def pure_requested() -> bool:
@@ -60,6 +63,17 @@ def prefer_source() -> None:
     """From now on, import the compiled modules from their source (once)."""
     if not any(isinstance(f, _Source) for f in sys.meta_path):
         sys.meta_path.insert(0, _Source())
+
+
+def direct() -> ModuleType | None:
+    """The module of :data:`DIRECT`, or None where it is not built or the pure core is
+    asked for (then the transport sends by mpi4py alone)."""
+    if pure_requested():
+        return None
+    try:
+        return importlib.import_module(DIRECT)
+    except ImportError:
+        return None
 
 
 def core() -> str:

@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 import numpy as np
 
+from shoal import _compiled as compiled
 from shoal.errors import UsageError
 from shoal.options import POOL_BYTES
 from shoal.runtime.wire.codec import OOB_MIN
@@ -188,10 +189,24 @@ class Transport:
         self._test = self._recv.Test
         self._start = self._recv.Start
         self.posted = self.posting
+        self._direct: Any = None  # a small envelope's way by MPI's own calls (_link)
         if self.posting:
             self._start()
+            self._direct = self._link(MPI)
         else:
             self._bsend = self._isend_small
+
+    def _link(self, mpi: Any) -> Any:
+        """The way of small envelopes between the PEs of one node by the MPI library's own
+        calls, from C (:mod:`shoal.runtime.wire._direct`: plain envelopes by ``MPI_Send``,
+        the posted receive tested and started again): None where it is not built, the pure
+        core runs, or MPI does not speak MPICH's ABI (int handles, a status of 5 ints)."""
+        direct = compiled.direct()
+        sizes = (mpi._sizeof(mpi.Comm), mpi._sizeof(mpi.Request), mpi._sizeof(mpi.Status))
+        if direct is None or sizes != (4, 4, 20):
+            return None
+        return direct.Link(self.comm.handle, mpi.BYTE.handle, self._recv.handle, self._inbox,
+                           PLAIN, EAGER, mpi.Exception)
 
     def _out_of_band(self, buf: pickle.PickleBuffer) -> bool:
         raw = buf.raw()
@@ -205,8 +220,19 @@ class Transport:
         """Send ``env`` to rank ``dest``; returns the bytes put on the wire. ``shared=False``
         keeps its buffers out of the shared segment (for envelopes the receiver keeps);
         ``plain=True``: the caller knows that ``env`` is plain (:func:`_plain`)."""
+        direct = self._direct
+        said: int = 0  # the direct way's answer: -1 not plain, -2 plain but not taken
+        if direct is not None and not self._backlog:
+            credit = self._credit
+            left = credit[dest] - 1  # (>= 0: a window's credit is positive)
+            if left:
+                said = direct.send(env, dest)  # the bytes it sent by MPI_Send
+                if said >= 0:
+                    credit[dest] = left
+                    self.bytes_sent += said
+                    return said
         nbytes = 0
-        if plain or _plain(env, 3):
+        if plain or said == -2 or (not said and _plain(env, 3)):
             data = _mdumps(env, 2)  # (version 2: no references, a plain value once each)
             tag = PLAIN
             oob = _NONE
@@ -423,26 +449,48 @@ class Transport:
             return self._decode(*self._held.popleft())
         if self._backlog:
             self.flush()
-        status = self._status
         if not self.posting:
             return self._probe()
+        direct = self._direct
+        if direct is not None:
+            got = direct.poll()  # (a plain envelope is read, its receive posted again)
+            if got is None or isinstance(got, tuple):
+                if got is not None and self.counting:
+                    self.bytes_received += direct.Get_count()
+                return got
+            return self._header(got, direct, direct.start)
+        status = self._status
         if not self._test(status):
             return None
         tag: int = self._get_tag()
+        if tag != PLAIN:
+            return self._header(tag, status, self._start)
+        if self.counting:
+            self.bytes_received += self._get_count()
+        try:  # (a marshal ends where it ends: the rest of the inbox is ignored)
+            return _mloads(self._inbox)
+        finally:
+            self._start()
+
+    def _header(self, tag: int, status: Any, start: Any) -> tuple[Any, ...]:
+        """The envelope of the message with ``tag`` (not ``PLAIN``) the posted receive
+        holds, as ``status`` describes it; ``start`` posts the receive again once the
+        message is read. (``posted`` is False meanwhile: an unpickling that sends takes
+        what arrives by ``MPI_Improbe``, see :meth:`_take`.)"""
         self.posted = False
-        if tag == PLAIN or not tag:
+        if not tag:
             if self.counting:
-                self.bytes_received += self._get_count()
-            try:  # (a pickle or a marshal ends where it ends: the rest of the inbox is ignored)
-                return _mloads(self._inbox) if tag else _loads(self._inbox)
+                self.bytes_received += status.Get_count()
+            try:  # (a pickle ends where it ends: the rest of the inbox is ignored)
+                return _loads(self._inbox)
             finally:
-                self._start()
+                start()
                 self.posted = True
-        count: int = status.Get_count(self._byte)
+        count: int = status.Get_count()
         self.bytes_received += count
         data = self._inbox[:count]
         src = status.Get_source()
-        self._start()
+        start()
         self.posted = True
         return self._decode(src, tag, data)
 
