@@ -37,6 +37,15 @@ def test_each_compiled_module_was_built_and_is_what_runs():
     assert where.endswith(".so") == bool(built)
 
 
+def test_the_direct_way_is_built_with_the_core_and_off_in_the_pure_one():
+    code = "import shoal._compiled as c; print(c.direct())"
+    runs = {pure: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 env={**os.environ, "SHOAL_PURE": pure}, timeout=120,
+                                 check=True).stdout for pure in ("0", "1")}
+    assert runs["1"].strip() == "None"
+    assert ("_direct" in runs["0"]) == bool(built_extensions()), runs["0"]
+
+
 def test_shoal_pure_runs_the_source_of_every_compiled_module():
     code = ("import shoal, importlib, shoal._compiled as c; "
             "print(*[importlib.import_module(m).__file__ for m in c.MODULES])")
@@ -73,5 +82,6 @@ def test_a_core_that_does_not_type_check_installs_pure(monkeypatch, capsys, tmp_
     setup = runpy.run_path(str(ROOT / "setup.py"), run_name="setup")
     monkeypatch.chdir(tmp_path)
     setup["_extensions"].__globals__["compiled"] = {**setup["compiled"], "MODULES": ("bad",)}
-    assert setup["_extensions"]() == []
+    # (the direct way's C, no mypyc in it, is still built)
+    assert [ext.name for ext in setup["_extensions"]()] == [_compiled.DIRECT]
     assert "mypyc could not compile the core" in capsys.readouterr().err

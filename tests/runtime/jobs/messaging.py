@@ -9,6 +9,7 @@ from runner import main
 
 import shoal
 from shoal import Reducer
+from shoal.runtime.context import current
 
 
 class Receiver(shoal.Chare):
@@ -212,6 +213,9 @@ async def plain_values():
     shared = [1, 2]
     cases = [
         ((1, 2.5, "s", b"b", None, True, 2**100, -7), False),
+        ((2**31, -2**31 - 1, 2**62, -2**63, 1e308, "\ud800", "é"), False),  # (ints 'l', a
+        # lone surrogate: each way of marshal's: the direct one's, its fallback, Python's)
+        ((b"x" * 5000, "y" * 70000), False),  # (beyond EAGER, beyond the posted receive)
         (((1, (2, ("x", None))), (3.0,)), False),
         ((np.float64(1.5), np.int64(3), Color.RED, 1), False),
         ((shared, shared), True),
@@ -223,6 +227,7 @@ async def plain_values():
             assert await e[i].kinds(*args, ret=True) == (shape(args), same), (i, args)
             e[i].record(*args)
         assert await e[i].recorded(ret=True) == [(shape(a), s) for a, s in cases], i
+    return type(current().net._direct).__name__  # (the direct way's Link, where built)
 
 
 if __name__ == "__main__":

@@ -234,7 +234,7 @@ get_long(In *in)
     int count = n < 0 ? -n : n;
     for (int k = count - 1; k >= 0; k--) {
         unsigned d = (unsigned)in->at[2 * k] | (unsigned)in->at[2 * k + 1] << 8;
-        if (d > 0x7fff)
+        if (d > 0x7fff || (d == 0 && k == count - 1))  /* (marshal refuses these) */
             return UNKNOWN;
         u = u << 15 | d;
     }
@@ -496,17 +496,29 @@ static PyTypeObject LinkType = {
 /* ------------------------------------------------------------------ the module */
 
 static PyObject *
-dumps(PyObject *module, PyObject *env)
+dumps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    char buf[65536];
-    Out o = {buf, buf + sizeof buf};
-    if (!PyTuple_CheckExact(env))
+    Py_ssize_t limit;
+    if (nargs != 2 || (limit = PyLong_AsSsize_t(args[1])) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "dumps(env, limit): a tuple and a size");
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(args[0]))
         return PyLong_FromLong(-1);
-    int rc = put_tuple(&o, env, DEPTH);
-    if (rc)
+    PyObject *out = PyBytes_FromStringAndSize(NULL, limit);
+    if (out == NULL)
+        return NULL;
+    Out o = {PyBytes_AS_STRING(out), PyBytes_AS_STRING(out) + limit};
+    int rc = put_tuple(&o, args[0], DEPTH);
+    if (rc) {
+        Py_DECREF(out);
         return PyErr_Occurred() ? NULL : PyLong_FromLong(rc);
-    return PyBytes_FromStringAndSize(buf, o.at - buf);
+    }
+    if (_PyBytes_Resize(&out, o.at - PyBytes_AS_STRING(out)) < 0)
+        return NULL;
+    return out;
 }
 
 static PyObject *
@@ -522,7 +534,8 @@ loads(PyObject *module, PyObject *arg)
 }
 
 static PyMethodDef module_methods[] = {
-    {"dumps", dumps, METH_O, "dumps(env): what send writes (bytes), or -1 / -2 as send says"},
+    {"dumps", (PyCFunction)(void (*)(void))dumps, METH_FASTCALL,
+     "dumps(env, limit): what send writes (bytes, at most limit), or -1 / -2 as send says"},
     {"loads", loads, METH_O, "loads(data): what poll reads from data"},
     {NULL}
 };

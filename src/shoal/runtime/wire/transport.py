@@ -96,6 +96,8 @@ BULK: Final = 256 << 10  # bytes: a send this large moves only while its sender 
 PLAIN: Final = 1  # an envelope of plain values, by marshal (see the module doc)
 SHARED: Final = 32767  # the buffers are named in a trailer (MPI guarantees this tag)
 BIG: Final = 32766  # the pickle follows by MPI as a buffer, the header is its tag
+NOT_PLAIN: Final = -1  # what _send_direct (and _direct's send) says of an envelope it did
+PLAIN_LEFT: Final = -2  # not send: it goes by pickle, or by marshal from Python
 REQS: Final = 64  # sends in flight beyond which the completed ones are released (_release)
 RECV: Final = 65536  # bytes of the receive posted for the next envelope: larger pickles are BIG
 SHM_MIN: Final = 65536  # bytes: smaller buffers go by MPI even to a PE of this node (measured
@@ -220,32 +222,16 @@ class Transport:
         """Send ``env`` to rank ``dest``; returns the bytes put on the wire. ``shared=False``
         keeps its buffers out of the shared segment (for envelopes the receiver keeps);
         ``plain=True``: the caller knows that ``env`` is plain (:func:`_plain`)."""
-        direct = self._direct
-        said: int = 0  # the direct way's answer: -1 not plain, -2 plain but not taken
-        if direct is not None and not self._backlog:
-            credit = self._credit
-            left = credit[dest] - 1  # (>= 0: a window's credit is positive)
-            if left:
-                said = direct.send(env, dest)  # the bytes it sent by MPI_Send
-                if said >= 0:
-                    credit[dest] = left
-                    self.bytes_sent += said
-                    return said
-        nbytes = 0
-        if plain or said == -2 or (not said and _plain(env, 3)):
+        said = self._send_direct(dest, env, plain)
+        if said > 0:
+            return said
+        if said == PLAIN_LEFT:
             data = _mdumps(env, 2)  # (version 2: no references, a plain value once each)
             tag = PLAIN
             oob = _NONE
+            nbytes = 0
         else:
-            oob = self._oob
-            try:
-                data = _dumps(env, 5, buffer_callback=self._callback)
-            finally:
-                if oob:  # a fresh list: these travel (or, if the pickle failed, are dropped)
-                    self._oob = []
-            tag = 0
-            if oob:
-                data, oob, tag, nbytes = self._by_band(data, oob, dest, shared)
+            data, oob, tag, nbytes = self._pickle(env, dest, shared)
         nbytes += len(data)
         self.bytes_sent += nbytes
         if len(data) > RECV:  # larger than the receive posted for it: the pickle follows
@@ -268,6 +254,26 @@ class Transport:
             self._defer(dest, data, tag, oob, units)
         return nbytes
 
+    def _send_direct(self, dest: int, env: tuple[Any, ...], plain: bool) -> int:
+        """Send a plain envelope inside ``dest``'s window by the direct way (:meth:`_link`)
+        and return the bytes sent; else say whether ``env`` goes by marshal (``PLAIN_LEFT``:
+        it is plain, or the caller says so) or by pickle (``NOT_PLAIN``). The direct way is
+        not asked where there is none, a backlog, or the window's last credit left; it does
+        not take some plain envelopes (``shoal.runtime.wire._direct``: larger than
+        ``EAGER``, an int beyond 64 bits, a string with a lone surrogate)."""
+        direct = self._direct
+        if direct is not None and not self._backlog:
+            credit = self._credit
+            left = credit[dest] - 1  # (>= 0: a window's credit is positive)
+            if left:
+                said: int = direct.send(env, dest)
+                if said > 0:
+                    credit[dest] = left
+                    self.bytes_sent += said
+                    return said
+                return PLAIN_LEFT if plain else said
+        return PLAIN_LEFT if plain or _plain(env, 3) else NOT_PLAIN
+
     def _emit(self, dest: int, data: bytes, tag: int, oob: list[memoryview],
               units: int) -> bool:
         """Send an envelope of ``units`` inside ``dest``'s window, or as the one that closes
@@ -282,6 +288,19 @@ class Transport:
         else:
             self._post(dest, data, tag, oob)
         return True
+
+    def _pickle(self, env: tuple[Any, ...], dest: int, shared: bool
+                ) -> tuple[bytes, list[memoryview], int, int]:
+        """An envelope pickled for ``dest``: as :meth:`_by_band` says."""
+        oob = self._oob
+        try:
+            data = _dumps(env, 5, buffer_callback=self._callback)
+        finally:
+            if oob:  # a fresh list: these travel (or, if the pickle failed, are dropped)
+                self._oob = []
+        if oob:
+            return self._by_band(data, oob, dest, shared)
+        return data, _NONE, 0, 0
 
     def _by_band(self, data: bytes, oob: list[memoryview], dest: int, shared: bool
                  ) -> tuple[bytes, list[memoryview], int, int]:

@@ -1,0 +1,90 @@
+"""The direct way's codec (shoal.runtime.wire._direct, C): what it writes is byte for byte
+marshal's version 2 of the same envelope, what it reads is what marshal reads, and what is
+not plain it leaves to pickle. (Its MPI calls run in every job: tests/runtime/
+test_messaging.py checks that plain envelopes take them.)"""
+
+import marshal
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shoal.runtime.wire import transport
+
+direct = pytest.importorskip("shoal.runtime.wire._direct",
+                             reason="the direct way is not built (a pure install)")
+NOT_PLAIN, LEFT = transport.NOT_PLAIN, transport.PLAIN_LEFT
+
+scalars = (st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1)
+           | st.floats(allow_nan=True) | st.text() | st.binary())
+# envelopes as transport._plain takes them: a tuple, and up to 3 levels of tuples below it
+plain = st.tuples(st.lists(st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
+                                        .map(tuple), max_leaves=12), max_size=6)
+                  ).map(lambda t: tuple(t[0]))
+
+
+def depth(x):
+    return 1 + max(map(depth, x), default=0) if type(x) is tuple else 0
+
+
+def same(a, b):
+    """Equal and of the same types all the way down (a NaN equal to itself)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is tuple:
+        return len(a) == len(b) and all(map(same, a, b))
+    return a == b or (type(a) is float and math.isnan(a) and math.isnan(b))
+
+
+@given(plain)
+def test_a_plain_envelope_is_written_as_marshal_writes_it_and_read_back_the_same(env):
+    if depth(env) > 4 or not transport._plain(env, 3):  # (too deep, or a lone surrogate)
+        assert direct.dumps(env, 1 << 20) in (NOT_PLAIN, LEFT)
+        return
+    data = direct.dumps(env, 1 << 20)
+    assert data == marshal.dumps(env, 2)
+    assert same(direct.loads(data), env)
+    assert same(direct.loads(data + b"rest of the receive's memory"), env)
+
+
+@given(st.binary(max_size=40) | plain.map(lambda env: marshal.dumps(env, 2)[:-1]))
+def test_any_bytes_read_as_marshal_reads_them(data):
+    # garbage and truncated envelopes: the same value, or the same exception, as marshal's
+    try:
+        want = marshal.loads(data)
+    except Exception as exc:
+        with pytest.raises(type(exc)):
+            direct.loads(data)
+    else:
+        assert same(direct.loads(data), want)
+
+
+@pytest.mark.parametrize("env", [
+    ([1],), ({"a": 1},), (np.float64(1.5),), (np.int64(3),), (1 + 2j,), (frozenset(),),
+    (((((1,),),),),), (True, type(None)), 5, [1, 2], (bytearray(b"x"),), (Ellipsis,),
+])
+def test_what_is_not_plain_is_left_to_pickle(env):
+    assert direct.dumps(env, 1 << 20) == NOT_PLAIN
+
+
+@pytest.mark.parametrize("env", [(2**64,), (-2**63 - 1,), ("\ud800",), (b"x" * 100,)])
+def test_plain_but_not_taken_is_left_to_marshal(env):
+    # beyond 64 bits, a lone surrogate (marshal writes it "surrogatepass"), or beyond the
+    # limit (the Link's is EAGER)
+    assert direct.dumps(env, 64) == LEFT
+    assert marshal.loads(marshal.dumps(env, 2)) == env
+
+
+def test_a_not_plain_value_after_one_not_taken_still_says_pickle():
+    assert direct.dumps((2**64, [1]), 1 << 20) == NOT_PLAIN
+    assert direct.dumps((b"x" * 100, [1]), 64) == NOT_PLAIN
+
+
+def test_ints_take_the_shortest_form_marshal_takes():
+    for x in (0, 1, -1, 2**31 - 1, -2**31, 2**31, -2**31 - 1, 2**45, 2**60, 2**62,
+              2**63 - 1, -2**63):
+        data = direct.dumps((x,), 64)
+        assert data == marshal.dumps((x,), 2), x
+        assert direct.loads(data) == (x,)
