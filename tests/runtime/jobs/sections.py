@@ -330,7 +330,7 @@ async def caller_sends_little():
     sent = []
     net = rt.net
     bsend, issend = net._bsend, net._issend  # (what sends each small envelope: MPI's calls)
-    direct, net._direct = net._direct, None  # (its plain ones too, by mpi4py meanwhile)
+    direct, net._dsend = net._dsend, None  # (its plain ones too, by mpi4py meanwhile)
 
     def kind(data, tag):  # the envelope's first field (by marshal, or read from the pickle)
         if tag == transport.PLAIN:
@@ -345,7 +345,7 @@ async def caller_sends_little():
 
     net._bsend, net._issend = counting(bsend), counting(issend)
     values = await sec.mark("count", ret=True)
-    net._bsend, net._issend, net._direct = bsend, issend, direct
+    net._bsend, net._issend, net._dsend = bsend, issend, direct
     assert len(values) == 64
     return {kind: sent.count(kind) for kind in sorted(set(sent))}
 
