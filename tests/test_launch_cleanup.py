@@ -131,6 +131,22 @@ def test_with_a_marker_its_own_lingering_rank_is_waited_for(monkeypatch, tmp_pat
         own.unlink(missing_ok=True)
 
 
+def test_a_rank_that_ended_after_the_scan_is_looked_at_again():
+    # a rank seen mapping its file may exit before its environment is read: a zombie (its
+    # environment unreadable) or a gone process counts as the job's, so its file is looked
+    # at again rather than left as another job's
+    proc = subprocess.Popen([sys.executable, "-c", "pass"], env={**os.environ,
+                                                                 LAUNCH_MARK: "job-b"})
+    until = time.monotonic() + 60
+    while Path(f"/proc/{proc.pid}/stat").read_text().split(") ")[1][0] != "Z":
+        assert time.monotonic() < until, "the child did not exit"
+        time.sleep(0.05)
+    assert launch._marked(proc.pid, "job-a")  # (a zombie, though marked for another job)
+    proc.wait()
+    assert launch._marked(proc.pid, "job-a")  # (reaped: no such process)
+    assert launch._marked(os.getpid(), "job-a") is (os.environ.get(LAUNCH_MARK) == "job-a")
+
+
 def test_a_file_a_starting_job_has_not_mapped_yet_stays(tmp_path):
     """A job starting beside this one creates its segment, then maps it: a clean-up that
     looks in between leaves the file (younger than SHM_SETTLE), and finds it mapped on its

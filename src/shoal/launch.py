@@ -583,12 +583,18 @@ def _settled(path: str) -> bool | None:
 
 def _marked(pid: int, marker: str) -> bool:
     """Whether process ``pid`` was started with ``SHOAL_LAUNCH=marker`` (a rank of the job
-    that :func:`run_ranks` launched with that marker)."""
+    that :func:`run_ranks` launched with that marker), or has ended since it was seen
+    mapping a file (gone, or a zombie, whose environment cannot be read): then the file is
+    looked at again, and removed once nobody maps it. (Read as another job's, the file of
+    a rank that exited between the scan of the maps and this read was left behind: a
+    loaded suite did so.)"""
     try:
-        return f"{LAUNCH_MARK}={marker}".encode() in Path(f"/proc/{pid}/environ").read_bytes(
-            ).split(b"\0")
-    except OSError:
+        env = Path(f"/proc/{pid}/environ").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):  # (gone; a zombie's reads ESRCH)
+        return True
+    except OSError:  # (another user's process)
         return False
+    return f"{LAUNCH_MARK}={marker}".encode() in env.split(b"\0")
 
 
 @contextmanager
