@@ -24,7 +24,7 @@ import numba
 import numpy as np
 import pytest
 
-from shoal.gossip import simkernel
+from shoal.gossip import sim, simkernel
 from shoal.gossip.sim import SimResult, simulate
 
 CASES = {
@@ -217,3 +217,20 @@ def test_openmp_threads_sleep_between_regions_unless_the_user_chose():
                              env=env if given is None else {**env, "OMP_WAIT_POLICY": given},
                              timeout=60, check=True)
         assert out.stdout.strip() == seen
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice")  # (the stand-in kernel measures nothing)
+def test_small_runs_go_on_one_thread_large_ones_on_numbas_and_the_count_is_restored(monkeypatch):
+    # a run below PARALLEL_NODES executes its events on the calling thread (waking OpenMP's
+    # threads for each short region cost more: sim.py), and the caller's thread count stays
+    seen = []
+
+    def lanes(state, cfg, sched, out):
+        seen.append((cfg.lanes, numba.get_num_threads()))
+
+    threads = numba.get_num_threads()
+    monkeypatch.setattr(simkernel, "run", lanes)
+    simulate(nodes=64, units=4, seed=1)
+    simulate(nodes=sim.PARALLEL_NODES, units=4, seed=1)
+    assert seen == [(1, 1), (threads, threads)]
+    assert numba.get_num_threads() == threads

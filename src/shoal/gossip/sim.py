@@ -26,6 +26,12 @@ from shoal.gossip.analysis import expected_age, window_entries
 
 BIN_WIDTH = 1.0 / 64  # age histogram resolution, units of time
 MAX_BINS = 1 << 16
+PARALLEL_NODES = 2048  # nodes from which a run's events go to numba's threads (below: one)
+# A run's parallel regions are short (at most simkernel.BATCH events), and waking sleeping
+# OpenMP threads for each cost more than the events below this size (2 threads, 2 cores,
+# window 10% and 40%: one thread 2.5x and 1.4x faster at 1,024 nodes, 1.3x and 0.9x at
+# 2,048, 0.76x and 0.70x at 4,096; 29x at 3 nodes over 32,800 units); the result is the same
+# bit for bit either way (simkernel's module doc)
 
 
 @dataclass
@@ -123,10 +129,11 @@ def simulate(nodes: int, window: float | int = 0.2, units: int = 200, warmup: in
         ccount=np.zeros(nodes, np.int32), overflow=np.zeros(nodes, np.bool_),
         thr=np.zeros(nodes, np.int64), ssum=np.zeros(nodes), known=np.zeros(nodes, np.int64),
         alive=np.ones(nodes, np.bool_))
+    threads = numba.get_num_threads() if nodes >= PARALLEL_NODES else 1
     config = simkernel.Config(
         window=int(w), units=int(units), warmup=int(warmup), samples=int(samples),
         latency=float(latency), loss=float(loss), bin_width=BIN_WIDTH, seed=int(seed),
-        lanes=numba.get_num_threads())
+        lanes=threads)
     snap = np.zeros(units, np.bool_)
     if snapshots:
         snap[np.unique(np.linspace(warmup, units - 1, snapshots).round().astype(int))] = True
@@ -137,7 +144,12 @@ def simulate(nodes: int, window: float | int = 0.2, units: int = 200, warmup: in
         unit_excl=np.full(units, np.nan), unit_incl=np.full(units, np.nan),
         unit_known=np.full(units, np.nan), dead_age=np.full(units, np.nan),
         counters=np.zeros(5, np.int64))
-    simkernel.run(state, config, schedule, out)
+    previous = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        simkernel.run(state, config, schedule, out)
+    finally:
+        numba.set_num_threads(previous)
     counters = out.counters
     return SimResult(
         nodes=nodes, window=w, units=units, warmup=warmup, latency=latency, loss=loss,
