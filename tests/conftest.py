@@ -60,10 +60,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """Under ``--dist loadscope``: one unit of work per group (xdist's ``loadgroup`` reads
-    markers into node ids that pytest 9.2 no longer uses, so it grouped nothing: two tests
-    of a file ran at once on two workers)."""
-    if config.getvalue("dist") != "loadscope":
+    """Under ``--dist loadscope``, and under ``-n N`` alone (``--dist load``): one unit of
+    work per group (xdist's ``loadgroup`` reads markers into node ids that pytest 9.2 no
+    longer uses, so it grouped nothing: two tests of a file ran at once on two workers).
+    Under plain ``load``, ``pytest -n 2`` of two emulated-cluster tests brought up two
+    clusters at once, and the benchmark's ranks hung until its 150 s timeout, 4 times of
+    4."""
+    if config.getvalue("dist") not in ("load", "loadscope"):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
