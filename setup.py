@@ -34,7 +34,11 @@ class _OptionalBuildExt(build_ext):
         try:
             super().build_extension(ext)
         except Exception as exc:
-            _say(f"{ext.name} did not build ({exc})")
+            if ext.name == compiled["DIRECT"]:
+                print(f"shoal: {ext.name} did not build ({exc}); small envelopes go by "
+                      f"mpi4py (slower messaging, same behaviour)", file=sys.stderr)
+            else:
+                _say(f"{ext.name} did not build ({exc})")
 
 
 def _extensions() -> list:

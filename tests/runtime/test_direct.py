@@ -5,6 +5,8 @@ test_messaging.py checks that plain envelopes take them.)"""
 
 import marshal
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -88,3 +90,57 @@ def test_ints_take_the_shortest_form_marshal_takes():
         data = direct.dumps((x,), 64)
         assert data == marshal.dumps((x,), 2), x
         assert direct.loads(data) == (x,)
+
+
+ONE_RANK = """
+import sys
+from mpi4py import MPI
+import numpy as np
+from shoal.runtime.wire.transport import Transport
+t = Transport(MPI.COMM_SELF)
+assert t._direct is not None
+sent = t.send(0, (7, "take", (1, 2.5), None))          # plain: the direct way
+assert sent > 0 and t.bytes_sent == sent
+assert t.poll() == (7, "take", (1, 2.5), None)
+t.send(0, (7, np.arange(3)))                            # not plain: pickled, by mpi4py
+got = t.poll()
+assert got[0] == 7 and got[1].tolist() == [0, 1, 2]
+try:
+    t._direct.send((1,), 2**32)
+except OverflowError as exc:
+    print("overflow:", exc)
+t.close()
+try:
+    t.poll()                                            # its handles died with MPI's
+except Exception as exc:
+    print("after close:", type(exc).__name__)
+"""
+
+
+def test_a_transport_on_one_rank_sends_by_its_link_and_fails_cleanly_after_close():
+    # (a process of its own: MPI is initialized there, not in the test worker)
+    out = subprocess.run([sys.executable, "-c", ONE_RANK], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "overflow: rank 4294967296 is out of an int's range" in out.stdout
+    assert "after close:" in out.stdout  # a Python exception, not MPI's abort
+
+
+def test_a_link_not_made_says_so():
+    link = direct.Link.__new__(direct.Link)
+    for call in (link.poll, link.start, lambda: link.send((1,), 0)):
+        with pytest.raises(RuntimeError, match="this Link was not made"):
+            call()
+
+
+def test_a_link_whose_library_is_not_loaded_is_refused_and_keeps_no_reference():
+    code = ("import sys; from shoal.runtime.wire import _direct\n"
+            "o = object(); n = sys.getrefcount(o)\n"
+            "try:\n"
+            "    _direct.Link(0, 0, 0, bytearray(8), 1, 4096, o, '/nowhere/MPI.so')\n"
+            "except RuntimeError as exc:\n"
+            "    print(exc, sys.getrefcount(o) == n)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "/nowhere/MPI.so is not loaded: import mpi4py.MPI first True"

@@ -20,19 +20,21 @@
  *
  * The GIL is held across MPI_Send since only envelopes of at most EAGER bytes between the
  * ranks of one node take this way, which MPI sends eagerly (the call returns after a
- * copy, see transport.py), and across MPI_Test and MPI_Start, which do not block.
+ * copy, see transport.py), and across MPI_Test and MPI_Start, which do not block. (When
+ * the receiver's shared-memory cells are full, MPI_Send waits until it takes some: the
+ * rank's other Python threads wait with it then.)
  *
- * The functions are those of the MPI library mpi4py loaded, found among the loaded objects
- * when the first Link is made (dlsym), so this module links no MPI of its own. It speaks MPICH's ABI
- * (libmpi.so.12: MPICH, Intel MPI, Cray MPICH, MVAPICH): handles are C ints and a status is
- * five ints. transport.py makes a Link only when mpi4py reports those sizes; under any
+ * The functions are those mpi4py's MPI extension calls, taken by dlsym from its handle (the
+ * first Link is given its path), so this module links no MPI of its own. It speaks MPICH's
+ * ABI (libmpi.so.12: MPICH, Intel MPI, Cray MPICH, MVAPICH): handles are C ints and a status
+ * is five ints. transport.py makes a Link only when mpi4py reports those sizes; under any
  * other MPI (Open MPI's handles are pointers) the transport keeps mpi4py's way.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <marshal.h>
 #include <dlfcn.h>
-#include <link.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -53,26 +55,29 @@ static StartFn mpi_start;
 
 /* ------------------------------------------------------------------ the MPI library */
 
+/* Take the three functions from the library that `path` (mpi4py's MPI extension, already
+ * loaded) resolves them from: dlsym on its handle searches it and what it links, so these
+ * are the very functions mpi4py calls. 0, or -1 with an exception set. */
 static int
-find_mpi(struct dl_phdr_info *info, size_t size, void *data)
+find_mpi(const char *path)
 {
-    (void)size;
-    (void)data;
-    if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0')
-        return 0;
-    void *lib = dlopen(info->dlpi_name, RTLD_NOLOAD | RTLD_LAZY);
-    if (lib == NULL)
-        return 0;
+    void *lib = dlopen(path, RTLD_NOLOAD | RTLD_LAZY);
+    if (lib == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s is not loaded: import mpi4py.MPI first", path);
+        return -1;
+    }
     void *send = dlsym(lib, "MPI_Send"), *test = dlsym(lib, "MPI_Test");
     void *start = dlsym(lib, "MPI_Start");
     if (send == NULL || test == NULL || start == NULL) {
         dlclose(lib);
-        return 0;
+        PyErr_Format(PyExc_RuntimeError, "%s reaches no MPI_Send, MPI_Test and MPI_Start",
+                     path);
+        return -1;
     }
     mpi_send = (SendFn)send;  /* (lib stays open: its functions are kept) */
     mpi_test = (TestFn)test;
     mpi_start = (StartFn)start;
-    return 1;
+    return 0;
 }
 
 /* ------------------------------------------------------------------ writing (marshal 2) */
@@ -337,6 +342,7 @@ typedef struct {
 static int
 failed(Link *self, int code)
 {
+    PyErr_Clear();  /* (MPI's error is the one said: a failed read before it is dropped) */
     PyObject *exc = PyObject_CallFunction(self->error, "i", code);
     if (exc != NULL) {
         PyErr_SetObject(self->error, exc);
@@ -349,36 +355,53 @@ static int
 Link_init(Link *self, PyObject *args, PyObject *kwds)
 {
     static char *names[] = {"comm", "byte", "request", "inbox", "plain", "eager", "error",
-                            NULL};
+                            "library", NULL};
     unsigned comm, byte, request;  /* (mpi4py may give a handle sign-extended to 64 bits) */
+    Py_buffer inbox;
+    int plain;
+    Py_ssize_t eager;
+    PyObject *error;
+    const char *library;
     if (self->out != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "a Link is made once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "IIIw*inO", names, &comm, &byte, &request,
-                                     &self->inbox, &self->plain, &self->eager, &self->error))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "IIIw*inOs", names, &comm, &byte, &request,
+                                     &inbox, &plain, &eager, &error, &library))
         return -1;
+    if (eager <= 0 || eager > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "eager must be 1 to %d bytes, not %zd", INT32_MAX,
+                     eager);
+        goto fail;
+    }
+    if (mpi_send == NULL && find_mpi(library) < 0)
+        goto fail;
+    self->out = PyMem_Malloc((size_t)eager);
+    if (self->out == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     self->comm = (Handle)comm;
     self->byte = (Handle)byte;
     self->request = (Handle)request;
-    if (mpi_send == NULL)
-        dl_iterate_phdr(find_mpi, NULL);
-    if (mpi_send == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "no loaded library has MPI_Send: import "
-                        "mpi4py.MPI first");
-        return -1;
-    }
-    if (self->eager <= 0 || self->eager > INT32_MAX) {
-        PyErr_Format(PyExc_ValueError, "eager must be 1 to %d bytes, not %zd", INT32_MAX,
-                     self->eager);
-        return -1;
-    }
-    self->out = PyMem_Malloc((size_t)self->eager);
-    if (self->out == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    Py_INCREF(self->error);
+    self->inbox = inbox;
+    self->plain = plain;
+    self->eager = eager;
+    Py_INCREF(error);
+    self->error = error;
+    return 0;
+fail:
+    PyBuffer_Release(&inbox);
+    return -1;
+}
+
+/* Is the Link made (its __init__ ran)? Else say so. */
+static int
+made(Link *self)
+{
+    if (self->out != NULL)
+        return 1;
+    PyErr_SetString(PyExc_RuntimeError, "this Link was not made (Link(...) makes one)");
     return 0;
 }
 
@@ -395,13 +418,20 @@ Link_dealloc(Link *self)
 static PyObject *
 Link_send(Link *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (!made(self))
+        return NULL;
     if (nargs != 2 || !PyLong_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "send(env, dest): a tuple and a rank");
         return NULL;
     }
-    int dest = PyLong_AsLong(args[1]);
-    if (dest == -1 && PyErr_Occurred())
+    long rank = PyLong_AsLong(args[1]);
+    if (rank == -1 && PyErr_Occurred())
         return NULL;
+    if (rank < INT_MIN || rank > INT_MAX) {
+        PyErr_Format(PyExc_OverflowError, "rank %ld is out of an int's range", rank);
+        return NULL;
+    }
+    int dest = (int)rank;
     if (!PyTuple_CheckExact(args[0]))
         return PyLong_FromLong(-1);
     Out o = {self->out, self->out + self->eager};
@@ -419,6 +449,8 @@ static PyObject *
 Link_poll(Link *self, PyObject *unused)
 {
     (void)unused;
+    if (!made(self))
+        return NULL;
     int flag = 0;
     Status st;
     int code = mpi_test(&self->request, &flag, &st);
@@ -448,6 +480,8 @@ static PyObject *
 Link_start(Link *self, PyObject *unused)
 {
     (void)unused;
+    if (!made(self))
+        return NULL;
     int code = mpi_start(&self->request);
     if (code)
         return failed(self, code), NULL;
@@ -485,8 +519,9 @@ static PyTypeObject LinkType = {
     .tp_name = "shoal.runtime.wire._direct.Link",
     .tp_basicsize = sizeof(Link),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Link(comm, byte, request, inbox, plain, eager, error): small envelopes by "
-              "MPI's own calls (the handles are mpi4py's; see the module's source)",
+    .tp_doc = "Link(comm, byte, request, inbox, plain, eager, error, library): small "
+              "envelopes by MPI's own calls (the handles are mpi4py's, library the path of "
+              "its MPI extension; see the module's source)",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Link_init,
     .tp_dealloc = (destructor)Link_dealloc,

@@ -39,7 +39,8 @@ on the envelopes' communicator fits the posted receive, and the order of envelop
 order of their headers, as before.
 
 When every PE is on one node and MPI speaks MPICH's ABI (the mpich wheel, and Intel MPI,
-Cray MPICH, MVAPICH), a plain envelope of at most ``EAGER`` bytes takes the direct way
+Cray MPICH, MVAPICH), a plain envelope of at most ``EAGER`` bytes inside its window (not the
+one that closes it, nor one sent while envelopes wait in the backlog) takes the direct way
 (:mod:`shoal.runtime.wire._direct`, C): written in marshal's format into a buffer kept for
 it and sent by the MPI library's ``MPI_Send``, and a poll tests the posted receive and reads
 a plain envelope with the library's own calls; any other message it finds it hands to
@@ -220,7 +221,7 @@ class Transport:
         if direct is None or sizes != (4, 4, 20):
             return None
         return direct.Link(self.comm.handle, mpi.BYTE.handle, self._recv.handle, self._inbox,
-                           PLAIN, EAGER, mpi.Exception)
+                           PLAIN, EAGER, mpi.Exception, mpi.__file__)
 
     def _out_of_band(self, buf: pickle.PickleBuffer) -> bool:
         raw = buf.raw()
@@ -284,7 +285,7 @@ class Transport:
                     self.bytes_sent += said
                     return said
                 return PLAIN_LEFT if plain else said
-        return PLAIN_LEFT if plain or _plain(env, 3) else NOT_PLAIN
+        return PLAIN_LEFT if plain or (type(env) is tuple and _plain(env, 3)) else NOT_PLAIN
 
     def _emit(self, dest: int, data: bytes, tag: int, oob: list[memoryview],
               units: int) -> bool:
@@ -612,6 +613,7 @@ class Transport:
     def close(self) -> None:
         """Free the shared window and the communicators (every send must have completed).
         Collective."""
+        self._direct = self._dsend = self._dpoll = None  # (its handles die with MPI's)
         if self.arena is not None:
             self.arena.close()
         if self.posted:  # (an envelope it receives now is dropped, as one queued in MPI is)
