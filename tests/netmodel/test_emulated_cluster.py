@@ -6,8 +6,9 @@ import subprocess
 
 import pytest
 
+from shoal import netns
 from shoal.netmodel.data import read_csv
-from shoal.netmodel.emulate import Cluster, available, run_benchmark
+from shoal.netmodel.emulate import PREFIX, Cluster, available, clear_leftovers, run_benchmark
 from shoal.netmodel.regimes import analyse
 
 WHY = available()
@@ -48,6 +49,35 @@ def test_cluster_refuses_impossible_settings():
         Cluster(0, RN, 2)
     with pytest.raises(UsageError, match=r"1\.\.32"):
         Cluster(RC, RN, 0)
+
+
+@pytest.mark.skipif(WHY is not None, reason=f"no emulated cluster here: {WHY}")
+def test_a_dead_clusters_leftovers_are_removed_and_a_live_ones_refused():
+    # an emulate command killed by SIGKILL (a test's timeout) left its namespaces, and the
+    # next cluster's links did not come up beside them (the addresses are fixed)
+    from shoal import UsageError
+
+    live = subprocess.Popen(["sleep", "60"])
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    made = [f"{PREFIX}{live.pid}ra", f"{PREFIX}{dead.pid}ra", f"{PREFIX}{dead.pid}b0"]
+    try:
+        for ns in made:
+            netns.run("ip", "netns", "add", ns)
+        with pytest.raises(UsageError, match=f"another emulated cluster is up .process "
+                                             f"{live.pid}"):
+            clear_leftovers()
+        left = netns.run("ip", "netns", "list")
+        assert f"{PREFIX}{live.pid}ra" in left and f"{PREFIX}{dead.pid}ra" in left
+        live.kill()
+        live.wait()
+        clear_leftovers()
+        assert not any(ns in netns.run("ip", "netns", "list") for ns in made)
+    finally:
+        live.kill()
+        live.wait()
+        for ns in made:
+            netns.run_quiet("ip", "netns", "del", ns)
 
 
 @pytest.mark.skipif(WHY is not None, reason=f"no emulated cluster here: {WHY}")

@@ -10,12 +10,16 @@ is told to use TCP only (``UCX_TLS=tcp,self``) on every device (whatever the cal
 ``UCX_NET_DEVICES``): otherwise it would take shared memory and bypass the shaped links.
 
 Needs root, ``ip`` and ``tc``. :class:`Cluster` is a context manager that removes everything
-it made, whatever happens.
+it made, whatever happens to it; what a killed owner left (a ``shoal netmodel emulate`` that
+got SIGKILL) the next cluster removes first (:func:`clear_leftovers`). The addresses are
+fixed, so one emulated cluster runs on a machine at a time: a second is refused while the
+first one's owner lives.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import stat
@@ -43,6 +47,32 @@ def _shape(ns: str, dev: str, rate_bps: float) -> None:
         "burst", "4000", "latency", "2s")
 
 
+def clear_leftovers() -> None:
+    """Remove the namespaces and control links of emulated clusters whose owner has died
+    (each name carries its owner's pid), ending what still runs in them (hydra's proxies,
+    ranks); refuse, naming it, while another live process's cluster is up: the addresses
+    are fixed, and a second cluster beside it hung its benchmark."""
+    owners: dict[int, list[str]] = {}
+    for line in netns.run("ip", "netns", "list").splitlines():
+        found = re.match(rf"({PREFIX}(\d+)(?:r[ab]|[ab]\d+))\b", line)
+        if found:
+            owners.setdefault(int(found[2]), []).append(found[1])
+    owners.pop(os.getpid(), None)
+    for pid in owners:
+        if netns.alive(pid):  # (before anything is removed)
+            raise UsageError(f"another emulated cluster is up (process {pid}, namespaces "
+                             f"{PREFIX}{pid}*): one runs at a time on a machine; wait for it "
+                             f"to end, or end that process")
+    for pid, names in owners.items():
+        for ns in names:
+            netns.stop(netns.pids_in(ns))
+            netns.run_quiet("ip", "netns", "del", ns)
+        for node in "ab":
+            netns.run_quiet("ip", "link", "del", f"{PREFIX}{pid}c{node}")
+        print(f"shoal: removed what a dead emulated cluster left (process {pid}: "
+              f"{len(names)} namespaces)", file=sys.stderr)
+
+
 class Cluster:
     """Two emulated nodes of ``per_node`` ranks each; per-process rate ``rc`` and node rate
     ``rn`` in bytes/s. ``hosts`` lists the rank addresses in rank order (node A first)."""
@@ -53,7 +83,8 @@ class Cluster:
         if not 1 <= per_node <= 32:
             raise UsageError("--pairs must lie in 1..32")
         self.rc, self.rn, self.per_node = rc, rn, per_node
-        self.tag = f"{os.getpid() % 10000}"
+        self.tag = str(os.getpid())  # (the owner, for clear_leftovers; "shl" + 7 digits +
+        # "ca" fits a link name's 15 characters)
         self.namespaces: list[str] = []
         self.hosts: list[str] = []
         self.ns_of: dict[str, str] = {}
@@ -64,6 +95,7 @@ class Cluster:
         why = available()
         if why:
             raise UsageError(f"cannot emulate a cluster here: {why}")
+        clear_leftovers()
         try:
             self._build()
         except BaseException:
