@@ -59,16 +59,23 @@ class _Source(importlib.abc.MetaPathFinder):
         return None
 
 
+def _sourced() -> bool:
+    """Were the compiled modules' sources preferred (:func:`prefer_source`, which ``import
+    shoal`` calls under ``SHOAL_PURE=1``)?"""
+    return any(isinstance(f, _Source) for f in sys.meta_path)
+
+
 def prefer_source() -> None:
     """From now on, import the compiled modules from their source (once)."""
-    if not any(isinstance(f, _Source) for f in sys.meta_path):
+    if not _sourced():
         sys.meta_path.insert(0, _Source())
 
 
 def direct() -> ModuleType | None:
-    """The module of :data:`DIRECT`, or None where it is not built or the pure core is
-    asked for (then the transport sends by mpi4py alone)."""
-    if pure_requested():
+    """The module of :data:`DIRECT`, or None where it is not built or the pure core was
+    asked for (then the transport sends by mpi4py alone). (What ``import shoal`` decided
+    from ``SHOAL_PURE``: the environment is not read again, nor a bad value said twice.)"""
+    if _sourced():
         return None
     try:
         return importlib.import_module(DIRECT)
