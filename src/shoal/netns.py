@@ -103,6 +103,15 @@ def pids_in(ns: str) -> list[int]:
     return sorted(found)
 
 
+def remove(namespaces: list[str], first: int = signal.SIGTERM) -> None:
+    """End what runs in each of ``namespaces`` (see :func:`stop`), then delete them; what is
+    already gone is fine."""
+    for ns in namespaces:
+        stop(pids_in(ns), first=first)
+    for ns in namespaces:
+        run_quiet("ip", "netns", "del", ns)
+
+
 def alive(pid: int) -> bool:
     """True if process ``pid`` exists and is not a zombie (a dead child not yet reaped)."""
     try:

@@ -216,10 +216,7 @@ class EmulatedCluster:
         daemons = netns.find_processes(DAEMONS, f"{self.dir}/")  # named in their arguments
         netns.stop(daemons, grace=1.0)
         namespaces = self._namespaces()
-        for ns in namespaces:
-            netns.stop(netns.pids_in(ns), first=signal.SIGKILL)
-        for ns in namespaces:
-            netns.run_quiet("ip", "netns", "del", ns)
+        netns.remove(namespaces, first=signal.SIGKILL)
         links = re.findall(rf"^\d+: ({re.escape(self.bridge)}(?:-\d+)?)[@:]",
                            netns.run("ip", "-o", "link", "show"), re.MULTILINE)
         for link in sorted(links, reverse=True):  # the veths, then the bridge

@@ -64,9 +64,7 @@ def clear_leftovers() -> None:
                              f"{PREFIX}{pid}*): one runs at a time on a machine; wait for it "
                              f"to end, or end that process")
     for pid, names in owners.items():
-        for ns in names:
-            netns.stop(netns.pids_in(ns))
-            netns.run_quiet("ip", "netns", "del", ns)
+        netns.remove(names)
         for node in "ab":
             netns.run_quiet("ip", "link", "del", f"{PREFIX}{pid}c{node}")
         print(f"shoal: removed what a dead emulated cluster left (process {pid}: "
