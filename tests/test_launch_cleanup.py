@@ -8,8 +8,11 @@ import textwrap
 import time
 from pathlib import Path
 
+from polling import until
+
 from shoal import launch
 from shoal.launch import LAUNCH_MARK, SHM_DIR, SHM_GLOB, removing_shm_leftovers
+from shoal.netns import alive
 
 ABORTING = textwrap.dedent("""
     from mpi4py import MPI
@@ -137,10 +140,7 @@ def test_a_rank_that_ended_after_the_scan_is_looked_at_again():
     # at again rather than left as another job's
     proc = subprocess.Popen([sys.executable, "-c", "pass"], env={**os.environ,
                                                                  LAUNCH_MARK: "job-b"})
-    until = time.monotonic() + 60
-    while Path(f"/proc/{proc.pid}/stat").read_text().split(") ")[1][0] != "Z":
-        assert time.monotonic() < until, "the child did not exit"
-        time.sleep(0.05)
+    until(lambda: not alive(proc.pid), "the child did not exit")  # (a zombie: not reaped)
     assert launch._marked(proc.pid, "job-a")  # (a zombie, though marked for another job)
     proc.wait()
     assert launch._marked(proc.pid, "job-a")  # (reaped: no such process)
