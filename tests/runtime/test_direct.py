@@ -4,40 +4,21 @@ not plain it leaves to pickle. (Its MPI calls run in every job: tests/runtime/
 test_messaging.py checks that plain envelopes take them.)"""
 
 import marshal
-import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
+from marshal_reads import depth, plain, same
 
 from shoal.runtime.wire import transport
 
 direct = pytest.importorskip("shoal.runtime.wire._direct",
                              reason="the direct way is not built (a pure install)")
 NOT_PLAIN, LEFT = transport.NOT_PLAIN, transport.PLAIN_LEFT
-
-scalars = (st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1)
-           | st.floats(allow_nan=True) | st.text() | st.binary())
-# envelopes as transport._plain takes them: a tuple, and up to 3 levels of tuples below it
-plain = st.tuples(st.lists(st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
-                                        .map(tuple), max_leaves=12), max_size=6)
-                  ).map(lambda t: tuple(t[0]))
-
-
-def depth(x):
-    return 1 + max(map(depth, x), default=0) if type(x) is tuple else 0
-
-
-def same(a, b):
-    """Equal and of the same types all the way down (a NaN equal to itself)."""
-    if type(a) is not type(b):
-        return False
-    if type(a) is tuple:
-        return len(a) == len(b) and all(map(same, a, b))
-    return a == b or (type(a) is float and math.isnan(a) and math.isnan(b))
+READS = str(Path(__file__).with_name("marshal_reads.py"))
 
 
 @given(plain)
@@ -51,16 +32,11 @@ def test_a_plain_envelope_is_written_as_marshal_writes_it_and_read_back_the_same
     assert same(direct.loads(data + b"rest of the receive's memory"), env)
 
 
-@given(st.binary(max_size=40) | plain.map(lambda env: marshal.dumps(env, 2)[:-1]))
-def test_any_bytes_read_as_marshal_reads_them(data):
-    # garbage and truncated envelopes: the same value, or the same exception, as marshal's
-    try:
-        want = marshal.loads(data)
-    except Exception as exc:
-        with pytest.raises(type(exc)):
-            direct.loads(data)
-    else:
-        assert same(direct.loads(data), want)
+def test_any_bytes_read_as_marshal_reads_them():
+    # garbage and truncated envelopes, in a process whose address space is capped (why:
+    # marshal_reads.py); hypothesis prints the falsifying bytes there
+    out = subprocess.run([sys.executable, READS], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
 
 
 @pytest.mark.parametrize("env", [
