@@ -70,5 +70,18 @@ def _mypyc() -> list:
         return []
 
 
+# what pip asks before it builds (the build's requirements, the metadata): no extension is
+# built by these, and listing them runs mypy over the core and writes its C (4 s of the
+# install, twice)
+METADATA_ONLY = {"egg_info", "dist_info"}
+
+
+def _command(argv: list[str]) -> str | None:
+    """The setuptools command of a setup.py command line (its first word that is not an
+    option)."""
+    return next((arg for arg in argv[1:] if not arg.startswith("-")), None)
+
+
 if __name__ == "__main__":  # (as the build backend runs it; tests import it to call _extensions)
-    setup(ext_modules=_extensions(), cmdclass={"build_ext": _OptionalBuildExt})
+    setup(ext_modules=[] if _command(sys.argv) in METADATA_ONLY else _extensions(),
+          cmdclass={"build_ext": _OptionalBuildExt})

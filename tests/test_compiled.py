@@ -85,3 +85,17 @@ def test_a_core_that_does_not_type_check_installs_pure(monkeypatch, capsys, tmp_
     # (the direct way's C, no mypyc in it, is still built)
     assert [ext.name for ext in setup["_extensions"]()] == [_compiled.DIRECT]
     assert "mypyc could not compile the core" in capsys.readouterr().err
+
+
+def test_pips_metadata_steps_list_no_extension_and_its_build_step_does(monkeypatch):
+    # (what setuptools' build backend puts in sys.argv for each of pip's steps)
+    monkeypatch.chdir(ROOT)
+    setup = runpy.run_path(str(ROOT / "setup.py"), run_name="setup")
+    command = setup["_command"]
+    assert command(["setup.py", "egg_info"]) in setup["METADATA_ONLY"]
+    assert command(["setup.py", "--quiet", "dist_info", "--output-dir", "/tmp/m"]) \
+        in setup["METADATA_ONLY"]
+    for build in (["setup.py", "editable_wheel", "--dist-info-dir", "/tmp/m"],
+                  ["setup.py", "-q", "bdist_wheel", "--dist-dir", "/tmp/w"],
+                  ["setup.py", "build_ext", "--inplace"]):
+        assert command(build) not in setup["METADATA_ONLY"], build

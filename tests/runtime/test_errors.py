@@ -1,7 +1,12 @@
 """Failures that must end the job with a message and a non-zero exit (jobs/errors.py)."""
 
+import subprocess
+import sys
+
 import pytest
-from mpi_jobs import run_job, run_ok
+from mpi_jobs import TIMEOUT, run_job, run_ok
+
+from shoal.launch import mpiexec, ranks_env
 
 
 def test_an_exception_in_an_entry_method_ends_the_job_with_pe_element_and_traceback():
@@ -84,3 +89,18 @@ def test_an_exception_whose_future_is_dropped_ends_the_job_with_pe_and_traceback
     assert f"shoal: PE {pe}, Faulty[3].boom: Traceback" in out.stderr, out.stderr[-2000:]
     assert "ValueError: deliberate failure in an entry method" in out.stderr
     assert "its caller dropped the future without awaiting it" in out.stderr
+
+
+def test_a_strategy_only_the_root_refuses_ends_the_job_with_its_traceback():
+    # the root loads the balancing strategy (topo refuses to run without a machine), the
+    # other PEs only check its name: they must not wait for a root that is gone
+    code = ("import shoal\n"
+            "async def main():\n"
+            "    pass\n"
+            "shoal.start(main, lb='topo')\n")
+    out = subprocess.run([*mpiexec(), "-n", "2", sys.executable, "-c", code],
+                         capture_output=True, text=True, timeout=TIMEOUT,
+                         env=ranks_env(None, 2))
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert "shoal: PE 0 (starting): Traceback" in out.stderr
+    assert "strategy 'topo' needs the machine" in out.stderr

@@ -96,13 +96,21 @@ def test_after_a_step_the_lines_start_again_and_the_measured_cost_is_used():
     assert not any(model.observe(imbalanced).balance for _ in range(MIN_ITERATIONS))
 
 
+AUTO = ("--lb-auto", "--cpu-stats")
+
+
 # 2 and 4 PEs bracket the cases: PE 0 holds the 6 heavy elements of 24 with 6 light ones
 # (max/avg 1.43, the faintest imbalance) or alone (2.29, the most PEs whose loads the root
-# gathers); 3 PEs (1.86) ran the same code between them, at 15 CPU-s (each run spins 10
-# CPU-s of work, whatever the PE count)
+# gathers); 3 PEs (1.86) ran the same code between them (each run spins 3 CPU-s of work,
+# whatever the PE count)
 @pytest.mark.parametrize("ranks", [2, 4])
-def test_in_the_runtime_auto_fires_on_an_imbalance_and_never_on_a_balanced_run(ranks):
-    opts = ("--lb-auto", "--cpu-stats")
-    fired, steps = run_ok("lb", ranks, "auto_imbalance", options=opts)["auto_imbalance"]
+def test_in_the_runtime_auto_fires_on_an_imbalance(ranks):
+    fired, steps = run_ok("lb", ranks, "auto_imbalance", options=AUTO)["auto_imbalance"]
     assert 20 < fired <= 30 and steps >= 1
-    assert run_ok("lb", ranks, "auto_balanced", options=opts)["auto_balanced"] == 0
+
+
+def test_in_the_runtime_auto_never_fires_on_a_balanced_run():
+    # 4 PEs on the 2 cores of the machine the suite runs on: their measured loads are the
+    # noisiest a balanced run sees, what could make it fire without cause (its 200
+    # iterations spin 7 CPU-s; 2 PEs ran the same and never fired either)
+    assert run_ok("lb", 4, "auto_balanced", options=AUTO)["auto_balanced"] == 0

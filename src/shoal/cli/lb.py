@@ -17,17 +17,13 @@ from shoal import units
 from shoal.cli.render import console, csv_outputs, provenance, table, write_csv
 from shoal.errors import UsageError
 from shoal.files import check_outputs, figure, save_figure, write_text
+from shoal.runtime.lb import NAMES
 from shoal.runtime.lb.database import LBDatabase
 from shoal.runtime.lb.synth import GRAPHS, LOADS, PLACEMENTS
 
 if TYPE_CHECKING:
     from shoal.runtime.lb.machine import Machine
     from shoal.runtime.lb.strategies import LBOptions, Strategy
-
-# the names of shoal.runtime.lb.strategies.STRATEGIES, for --help without importing numba
-# (tests/cli/test_lb_cli.py checks that they agree)
-STRATEGY_NAMES = ("greedy", "refine", "greedy_refine", "metis", "topo", "orb", "hierarchical",
-                  "distributed")
 
 
 @click.group()
@@ -219,7 +215,7 @@ def _machine(torus: str | None, cores: int, machine_file: str | None,
 @lb.command()
 @click.argument("db_path", metavar="DB")
 @click.option("--strategy", "names", default="all", show_default=True,
-              help=f"A list such as greedy,refine of: {', '.join(STRATEGY_NAMES)}, all (every "
+              help=f"A list such as greedy,refine of: {', '.join(NAMES)}, all (every "
                    "one; topo only with --torus); join names with + to chain them "
                    "(metis+refine).")
 @click.option("--pes", default=None, metavar="N",

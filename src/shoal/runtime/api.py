@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from shoal.errors import UsageError
 from shoal.jobdir import JobDir
 from shoal.options import Options
+from shoal.rank import abort_job
 from shoal.runtime.checkpoint import Pending
 from shoal.runtime.context import current as _current
 from shoal.runtime.control import ControlPoint
@@ -78,7 +80,7 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
     else:
         ran()
     if not opts.checkpoint.ft:
-        rt = Runtime(comm, opts)
+        rt = _runtime(comm, opts)
         limit_threads(rt.nodes, rt.pe)  # BLAS/OpenMP: the node's cores shared by its PEs
         arm_kills(rt.pe)  # shoal run --kill: a failure injected into this PE
         rt.run(main, *args)
@@ -86,6 +88,20 @@ def start(main: Callable[..., Any], *args: Any, comm: MPI.Intracomm | None = Non
         rt = _run_tolerant(comm, main, args, opts)
     if rt.resized:  # shoal run relaunches the program at the new size: this process ends
         sys.exit(0)
+
+
+def _runtime(comm: MPI.Intracomm, opts: Options) -> Runtime:
+    """This rank's PE. A failure on some ranks only (the root loads the balancing strategy,
+    which may refuse its options; the others only check its name) ends the job with that
+    rank's traceback: the others would wait for it until the job's timeout."""
+    try:
+        return Runtime(comm, opts)
+    except Exception as exc:
+        if comm.Get_size() == 1:
+            raise
+        abort_job(comm, f"shoal: PE {comm.Get_rank()} (starting): "
+                        f"{''.join(traceback.format_exception(exc))}", 1)
+        raise  # (abort_job does not return)
 
 
 def _run_tolerant(comm: MPI.Intracomm, main: Callable[..., Any], args: tuple,

@@ -54,6 +54,7 @@ import numpy as np
 from shoal.errors import UsageError
 from shoal.options import parse_tune
 from shoal.runtime.control import builtin
+from shoal.runtime.lb import steps
 from shoal.runtime.lb.costs import load as load_costs
 from shoal.runtime.lb.database import LBDatabase, core_share
 from shoal.runtime.lb.grapevine import Grapevine
@@ -141,8 +142,13 @@ class Balancer:
         self.name = strategy or "greedy_refine"
         self.strategy: Callable[[LBDatabase], np.ndarray] | None = None
         self.warm = False  # has the strategy run once (compiled)?
-        if strategy is not None:  # a misspelt name fails at start-up, not at the first step
+        # a misspelt name fails at start-up, not at the first step; the root, which runs the
+        # strategy, loads it, the other PEs check its names (a strategy's import costs each
+        # process 0.16 CPU-seconds: numba, scipy)
+        if strategy is not None and rt.pe == 0:
             self.strategy = self._load(self.name)
+        elif strategy is not None:
+            steps(self.name)
         self.period = period
         # the built-in control points to tune (runtime.control), and their knobs: balance
         # at every ``every``-th AtSync point (``since``: points since the last step)

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from shoal.errors import UsageError
+from shoal.runtime.lb import steps as check
 from shoal.runtime.lb.common import Strategy
 from shoal.runtime.lb.costs import Costs
 from shoal.runtime.lb.database import LBDatabase
@@ -117,13 +118,7 @@ def chain(names: str, options: LBOptions | None = None) -> Strategy:
     order, each from the placement the previous one produced (a copy of the database with
     ``pe`` replaced). Raises :class:`UsageError` on an unknown or missing name or a
     missing option (:func:`bind`)."""
-    parts = [part.strip() for part in names.split(",")]
-    unknown = [part for part in parts if part not in STRATEGIES]
-    if unknown:
-        known = ", ".join(sorted(STRATEGIES))
-        raise UsageError(f"unknown load-balancing strategy {', '.join(map(repr, unknown))} "
-                         f"in {names!r}; known strategies: {known}")
-    steps = [bind(part, options) for part in parts]
+    steps = [bind(part, options) for part in check(names)]
     if len(steps) == 1:
         return steps[0]
 
