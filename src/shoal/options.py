@@ -23,6 +23,7 @@ from shoal.units import parse_temperature
 SHM_BYTES = 32 << 20  # shared memory per PE for large buffers to PEs of its node
 POOL_BYTES = 64 << 20  # the default bound of a PE's pool of receive buffers
 RESTART_ENV = "SHOAL_RESTART"
+POLL_SPIN = 2e-4  # seconds an idle PE spins, where each PE of its node has a core
 LIVE_ENV = "SHOAL_LIVE_PERIOD"  # seconds between two rows of live data (0: none)
 LIVE_PERIOD = 0.5
 
@@ -112,7 +113,9 @@ class Tracing:
 
 @dataclass(frozen=True)
 class Transport:
-    poll_spin: float = 2e-4  # an idle PE spins this long before it naps
+    # an idle PE spins this long before it naps (None: POLL_SPIN, or 0 on a node with more
+    # PEs than cores: shoal.threads.oversubscribed)
+    poll_spin: float | None = None
     poll_max: float = 1e-3  # the longest nap of its back-off
     shm_bytes: int = SHM_BYTES
     pool_bytes: int = POOL_BYTES

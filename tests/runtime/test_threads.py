@@ -10,7 +10,9 @@ import sys
 from mpi_jobs import TIMEOUT
 
 from shoal.launch import mpiexec
-from shoal.threads import MARK, ranks_here
+from shoal.options import POLL_SPIN
+from shoal.runtime.nodes import NodeMap
+from shoal.threads import MARK, oversubscribed, ranks_here
 
 JOB = """
 import os
@@ -23,8 +25,11 @@ import shoal
 
 class Where(shoal.Chare):
     def threads(self):
+        from shoal.runtime.context import current
+
         blas = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
-        return blas, os.environ.get("OMP_NUM_THREADS"), len(os.listdir("/proc/self/task"))
+        return (blas, os.environ.get("OMP_NUM_THREADS"), len(os.listdir("/proc/self/task")),
+                current().poll_spin)
 
 
 async def main():
@@ -50,14 +55,22 @@ def threads(tmp_path, ranks, shoal_first=False, shoal_run=False, **env):
     return ast.literal_eval(line[len("RESULT "):])
 
 
-def test_each_pe_gets_its_share_of_the_nodes_cores(tmp_path):
+def test_each_pe_gets_its_share_of_the_nodes_cores_and_spins_only_with_a_core_each(tmp_path):
     cores = len(os.sched_getaffinity(0))
     for ranks in (2, 3):
         share = max(1, cores // ranks)
         got = threads(tmp_path, ranks)
         assert len(got) == ranks, got
-        for blas, omp, _ in got:
+        for blas, omp, _, spin in got:
             assert blas and all(n == share for n in blas) and omp == str(share), got
+            assert spin == (0.0 if ranks > cores else POLL_SPIN), (ranks, cores, got)
+
+
+def test_a_node_is_oversubscribed_with_more_pes_than_the_cores_they_may_run_on(monkeypatch):
+    nodes = NodeMap(["a", "a", "a", "b"])
+    for cores, pe, want in ((2, 0, True), (3, 0, False), (2, 3, False), (1, 0, False)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda _, n=cores: set(range(n)))
+        assert oversubscribed(nodes, pe) == want, (cores, pe)  # (1: bound, a core of its own)
 
 
 def test_a_program_that_imports_shoal_first_starts_no_blas_thread_beyond_its_share(tmp_path):
@@ -65,10 +78,10 @@ def test_a_program_that_imports_shoal_first_starts_no_blas_thread_beyond_its_sha
     first = threads(tmp_path, 2, shoal_first=True)
     late = threads(tmp_path, 2)  # numpy first: OpenBLAS starts a thread per core
     share = max(1, cores // 2)
-    for blas, omp, _ in first:
+    for blas, omp, *_ in first:
         assert blas and all(n == share for n in blas) and omp == str(share), first
     if cores > share:  # (OpenBLAS's own threads: its share less the calling one)
-        assert max(t for *_, t in first) + (cores - share) <= min(t for *_, t in late), (
+        assert max(t for _, _, t, _ in first) + (cores - share) <= min(t for _, _, t, _ in late), (
             first, late)
     # shoal run sets the share in its ranks' environment: numpy first is no matter then
     launched = threads(tmp_path, 2, shoal_run=True)
@@ -87,5 +100,5 @@ def test_the_ranks_on_this_node_as_each_launcher_says():
 def test_a_number_the_user_chose_is_left_alone(tmp_path):
     got = threads(tmp_path, 2, OPENBLAS_NUM_THREADS="2")
     assert len(got) == 2, got
-    for blas, omp, _ in got:  # the user's choice; no OMP_NUM_THREADS set either
+    for blas, omp, *_ in got:  # the user's choice; no OMP_NUM_THREADS set either
         assert blas and all(n == 2 for n in blas) and omp is None, got

@@ -2,18 +2,19 @@
 
 Each MPI rank is a PE. Its scheduler alternates between the network (envelopes from other
 PEs) and its queue of work (entry-method invocations, coroutine resumptions; see
-:mod:`shoal.runtime.queue`). When there is nothing to do it spins for ``poll_spin``
-seconds, sleeps 10 µs at a time until it has been idle for ``10 poll_spin``, then sleeps
-with exponential back-off up to ``poll_max`` seconds. A message that reaches a recently busy
-PE waits about 10 µs; one that reaches a long idle PE waits up to ``poll_max`` (the latency /
+:mod:`shoal.runtime.queue`). When there is nothing to do it spins for ``poll_spin`` seconds
+(200 µs; none on a node with more PEs than cores, :func:`shoal.threads.oversubscribed`),
+sleeps 10 µs at a time until it has been idle for ``10 poll_spin``, then sleeps with
+exponential back-off up to ``poll_max`` seconds. A message that reaches a recently busy PE
+waits about 10 µs; one that reaches a long idle PE waits up to ``poll_max`` (the latency /
 idle-CPU trade-off; an idle PE costs about 20 µs of CPU per sleep). Without the short
 sleeps, two PEs that exchange messages slower than ``poll_spin`` fall into a steady state
 where each one's reply waits for the other's wake-up. After ``SPIN_ALONE`` (20 µs) of the
 spin, every idle turn also yields the core (``sched_yield``, 0.2 µs when nobody else wants
-it): a PE that shares its core with the PE it waits for, or with any other process, no longer
-polls through its time slice while the other needs the core (issue 17: with one busy process
-beside 2 PEs on 2 cores, a 1 MiB array one-way took 550 µs, now 260 µs; an 8-byte call 110
-µs, now 35 µs; ``python benchmarks/runtime_messaging.py``).
+it): a PE that shares its core with the PE it waits for, or with any other process, no
+longer polls through its time slice while the other needs the core (issue 17: with one busy
+process beside 2 PEs on 2 cores, a 1 MiB array one-way took 550 µs, now 260 µs; an 8-byte
+call 110 µs, now 35 µs; ``python benchmarks/runtime_messaging.py``).
 
 The core keeps the hot path: the loop, sends, entry-method invocation (numbering, ordering,
 running) and futures. Everything colder is a manager that owns its state and its message
@@ -40,7 +41,7 @@ from typing import Any, Final
 from numpy import ndarray
 
 from shoal.errors import ShoalError, UsageError
-from shoal.options import Options, parse_tune
+from shoal.options import POLL_SPIN, Options, parse_tune
 from shoal.rank import abort_job
 from shoal.runtime import collector
 from shoal.runtime.aggregation import Aggregation
@@ -92,6 +93,7 @@ from shoal.runtime.recovery import PeFailureError, is_failure
 from shoal.runtime.trace import Tracer
 from shoal.runtime.wire.codec import pack_args, unpack_args
 from shoal.runtime.wire.transport import Transport, _plain
+from shoal.threads import oversubscribed
 
 __all__ = ["Runtime"]
 
@@ -210,7 +212,9 @@ class Runtime:
         self.pe: int = self.net.rank
         self.npes: int = self.net.size
         self.nodes = NodeMap.gather(comm)  # the host of every PE
-        self.poll_spin = poll_spin
+        if poll_spin is None:  # (not on a node with more PEs than cores)
+            poll_spin = 0.0 if oversubscribed(self.nodes, self.pe) else POLL_SPIN
+        self.poll_spin: float = poll_spin
         self.poll_max = poll_max
         self.cpu_stats = tracing.cpu_stats and tracing.instrument
         self.tracer = None if tracing.trace is None else Tracer(tracing.trace, self.pe)
