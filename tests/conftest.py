@@ -46,7 +46,8 @@ LONGEST_FIRST = ("cluster", "tests/runtime/test_autockpt.py", "tests/runtime/tes
                  "tests/runtime/test_ft.py", "tests/runtime/test_checkpoint.py",
                  "tests/runtime/test_resize.py", "tests/runtime/test_errors.py",
                  "tests/runtime/test_lb_meta.py", "tests/apps/test_leanmd.py",
-                 "tests/apps/test_pdes.py", "tests/test_examples.py")
+                 "tests/apps/test_pdes.py", "tests/test_examples.py",
+                 "tests/test_pure_core.py")
 
 
 def _group(nodeid: str) -> str:

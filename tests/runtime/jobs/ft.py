@@ -5,7 +5,7 @@ in-memory checkpoint after every iteration; a dead PE is replaced in-job by a ro
 the survivors. A group counts the iterations on every PE (member p adds p + 1 each time;
 after a recovery, member p of the survivors goes on from saved member p). PE 0 prints
 ``RESULT`` and a Python literal (the digest of the final blocks, the PE count, the group's
-sums)."""
+sums, the hosts its PEs ran on)."""
 
 import sys
 
@@ -24,6 +24,9 @@ class Tally(shoal.Chare):
     def count(self):
         return self.ticks
 
+    def host(self):
+        return shoal.my_host()
+
 
 async def main():
     state = shoal.restored()
@@ -41,7 +44,8 @@ async def main():
     blocks = await state["arr"].result(ret=True)
     print("RESULT", repr({"digest": digest(blocks), "pes": shoal.num_pes(),
                          "restored": restored, "from": first,
-                         "tally": await state["tally"].count(ret=True)}), flush=True)
+                         "tally": await state["tally"].count(ret=True),
+                         "hosts": sorted(set(await state["tally"].host(ret=True)))}), flush=True)
 
 
 if __name__ == "__main__":
