@@ -18,7 +18,7 @@ PROGRAM = """
 import os
 from mpi4py import MPI
 c = MPI.COMM_WORLD
-got = c.gather((os.environ.get("UCX_NET_DEVICES"), os.environ.get("UCX_TLS")))
+got = c.gather(tuple(os.environ.get(f"UCX_{v}") for v in ("NET_DEVICES", "TLS", "MEM_EVENTS")))
 total = c.allreduce(1)
 if c.rank == 0:
     print("RESULT", sorted(set(got)), total)
@@ -34,6 +34,12 @@ def test_ranks_on_this_host_use_the_loopback_device_unless_the_user_chose():
     assert "UCX_NET_DEVICES" not in ranks_env({"SLURM_JOB_NUM_NODES": "3"}, 2)
 
 
+def test_ranks_on_this_host_load_ucx_without_its_memory_hooks_unless_the_user_chose():
+    assert ranks_env({}, 2)["UCX_MEM_EVENTS"] == "no"
+    assert ranks_env({"UCX_MEM_EVENTS": "yes"}, 2)["UCX_MEM_EVENTS"] == "yes"
+    assert "UCX_MEM_EVENTS" not in ranks_env({"SLURM_JOB_NUM_NODES": "3"}, 2)  # (RDMA)
+
+
 def test_a_launcher_that_is_not_there_is_a_usage_error(tmp_path):
     prog = tmp_path / "env.py"
     prog.write_text(PROGRAM)
@@ -47,8 +53,8 @@ def test_a_launcher_that_is_not_there_is_a_usage_error(tmp_path):
 def test_shoal_run_starts_ranks_with_loopback_only_or_the_users_choice(tmp_path):
     prog = tmp_path / "env.py"
     prog.write_text(PROGRAM)
-    for env, seen in (({}, "[('lo', None)] 3"),
-                      ({"UCX_TLS": "sm,self"}, "[(None, 'sm,self')] 3")):
+    for env, seen in (({}, "[('lo', None, 'no')] 3"),
+                      ({"UCX_TLS": "sm,self"}, "[(None, 'sm,self', 'no')] 3")):
         clean = {k: v for k, v in os.environ.items()
                  if not k.startswith("UCX_")}
         out = subprocess.run([sys.executable, "-m", "shoal", "run", "-n", "3", str(prog)],

@@ -61,7 +61,8 @@ def environment(cluster) -> dict[str, str]:
     """This process's environment for the cluster's Slurm, without the variables of any
     job or launcher this test itself may run under."""
     env = {**os.environ, **cluster.env()}
-    env.pop("UCX_NET_DEVICES", None)  # (the suite's default for ranks of one host, conftest)
+    for name in ("UCX_NET_DEVICES", "UCX_MEM_EVENTS"):  # (the suite's for ranks of one host,
+        env.pop(name, None)  # conftest)
     for name in [v for v in env if v.startswith(("SLURM_", "PMI_", "SHOAL_"))]:
         if name != "SLURM_CONF":
             del env[name]
