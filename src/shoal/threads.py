@@ -66,8 +66,9 @@ def oversubscribed(nodes: NodeMap, pe: int) -> bool:
     is taken to have it to itself: launchers that bind give each rank a core of its own.)
     There an idle PE does not spin (``poll_spin``): the core it would poll on is one that
     another PE, with work, waits for; Open MPI's ranks yield when idle on such a node
-    likewise. In the test suite (3 workers' jobs of 2 to 4 PEs on 2 cores) the spins of
-    jobs of more PEs than cores took 9% of the jobs' CPU time."""
+    likewise. Six of the test suite's heaviest files (3 workers' jobs of 2 to 4 PEs on 2
+    cores) took 135 CPU-s in their jobs, 126 once the jobs of more PEs than cores did not
+    spin."""
     cores = _cores()
     return cores > 1 and _on_node(nodes, pe) > cores
 
