@@ -8,6 +8,7 @@ the test compares."""
 import ast
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,18 @@ def run_ok(job: str, ranks: int, *scenarios: str, shm: int | None = None,
     missing = [s for s in scenarios if s not in figures]
     assert not missing, f"no OK from {missing}: stdout ends with {out.stdout[-3000:]}"
     return figures
+
+
+def shared(job: str, scenarios: dict[int, tuple[str, ...]]) -> Callable[[int], dict]:
+    """For a module fixture: ``on(ranks)`` is what :func:`run_ok` gives for the scenarios
+    ``scenarios[ranks]`` of ``job``, from one job per number of ranks that runs them in turn
+    (each checks itself inside the job; a launch's start-up, about 0.35 CPU-s, is paid once
+    per number of ranks, not once per test)."""
+    done: dict[int, dict] = {}
+
+    def on(ranks: int) -> dict:
+        if ranks not in done:
+            done[ranks] = run_ok(job, ranks, *scenarios[ranks])
+        return done[ranks]
+
+    return on
