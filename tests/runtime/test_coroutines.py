@@ -8,9 +8,7 @@ SCENARIOS = ("channels", "awaits", "sleeping", "suspended_migration")
 
 
 @pytest.fixture(scope="module")
-def job():
-    """One 3-rank job runs every scenario in turn (each checks itself inside the job; a
-    launch's start-up, about 0.35 CPU-s, is paid once): what each reported, by name."""
+def job():  # one launch for every scenario (why: mpi_jobs.shared)
     return run_ok("coroutines", 3, *SCENARIOS, "async_constructor")
 
 

@@ -10,9 +10,7 @@ SCENARIOS = ("order", "broadcasts", "call_ret", "broadcast_ret", "exactly_once",
 
 
 @pytest.fixture(scope="module")
-def job():
-    """One 3-rank job runs every scenario in turn (each checks itself inside the job; a
-    launch's start-up, about 0.35 CPU-s, is paid once): what each reported, by name."""
+def job():  # one launch for every scenario (why: mpi_jobs.shared)
     return run_ok("messaging", 3, *SCENARIOS)
 
 
