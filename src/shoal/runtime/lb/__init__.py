@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from shoal.errors import UsageError
 
-# the keys of .strategies.STRATEGIES, in its order (tests/runtime/test_lb_strategies.py)
+# the keys of .strategies.STRATEGIES, in its order (tests/cli/test_lb_cli.py checks it)
 NAMES = ("greedy", "refine", "greedy_refine", "metis", "topo", "orb", "hierarchical",
          "distributed")
 
