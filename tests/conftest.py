@@ -38,12 +38,7 @@ if "SHOAL_STATE_DIR" not in os.environ:
 
 import pytest
 
-from shoal.launch import (
-    LAUNCH_MARK,
-    loopback_only,
-    removing_shm_leftovers,
-    without_memory_events,
-)
+from shoal.launch import LAUNCH_MARK, one_host, removing_shm_leftovers
 
 CLUSTER = ("tests/cluster/", "tests/netmodel/test_emulated_cluster.py")
 # the groups that take longest (seconds of a serial run, wall), started first
@@ -83,12 +78,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return ByGroup(config, log)
 
 
-# Ranks this suite starts by mpiexec keep UCX to the loopback device and without its memory
-# hooks by shoal run's own rules for ranks of one host (launch.loopback_only,
-# launch.without_memory_events): the suite's emulated clusters add and remove network
-# devices while other tests start ranks, and a device removed while UCX opens it ends
-# MPI_Init. (The multi-node tests take both out of their jobs' environment.)
-os.environ.update(without_memory_events(loopback_only(dict(os.environ))))
+# Ranks this suite starts by mpiexec get shoal run's own UCX settings for ranks of one host
+# (launch.one_host: the loopback device, no memory hooks): the suite's emulated clusters add
+# and remove network devices while other tests start ranks, and a device removed while UCX
+# opens it ends MPI_Init. (The multi-node tests take both out of their jobs' environment.)
+os.environ.update(one_host(dict(os.environ)))
 
 # the jobs this worker's tests start inherit the mark (shoal run's own jobs get their own)
 MARK = os.environ[LAUNCH_MARK] = f"pytest-{os.getpid()}"

@@ -227,12 +227,18 @@ def run_ranks(nprocs: int, argv: list[str], timeout: float | None,
 def ranks_env(env: dict | None, nprocs: int) -> dict[str, str]:
     """The ranks' environment: ``env`` (None: this process's); when they all run on this
     host, with their share of its cores for BLAS and OpenMP threads (set before they load
-    numpy, :mod:`shoal.threads`), UCX kept to the loopback device (:func:`loopback_only`)
-    and without its memory hooks (:func:`without_memory_events`)."""
+    numpy, :mod:`shoal.threads`) and UCX as they need it (:func:`one_host`)."""
     env = {**(os.environ if env is None else env)}
     if not ranks_share_this_host(env):
         return env
-    return without_memory_events(loopback_only(share_cores(env, nprocs)))
+    return one_host(share_cores(env, nprocs))
+
+
+def one_host(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for MPI ranks that all run on this host: UCX kept to the loopback device
+    (:func:`loopback_only`) and without its memory hooks (:func:`without_memory_events`),
+    each unless the user chose otherwise."""
+    return without_memory_events(loopback_only(env))
 
 
 def loopback_only(env: dict[str, str]) -> dict[str, str]:

@@ -86,13 +86,9 @@ class LBOptions:
 
 
 def bind(name: str, options: LBOptions | None = None) -> Strategy:
-    """Strategy ``name`` with the fields of ``options`` it takes. Raises
-    :class:`UsageError` for an unknown name or a strategy whose required option is
-    missing (``topo`` without a machine)."""
-    if name not in STRATEGIES:
-        known = ", ".join(STRATEGIES)
-        raise UsageError(f"unknown load-balancing strategy {name!r}; known strategies: "
-                         f"{known}")
+    """Strategy ``name`` (a known one: :func:`chain` checks the names first) with the fields
+    of ``options`` it takes. Raises :class:`UsageError` for a strategy whose required option
+    is missing (``topo`` without a machine)."""
     options = options or LBOptions()
     fn = STRATEGIES[name]
     kwargs: dict[str, Any] = {}
